@@ -1,0 +1,62 @@
+"""nnjit: neural-network training whose whole loop runs in Numba-compiled code.
+
+``import nnjit as nn`` gives the PyTorch-style API and the inspiring engine's names.
+"""
+
+__version__ = "0.1.0"
+
+from nnjit import datasets as datasets
+from nnjit.data.loader import DataLoader as DataLoader
+from nnjit.graph.status import TrainingDivergedError as TrainingDivergedError
+from nnjit.graph.tape import Tape as Tape
+from nnjit.graph.tape import Tensor as Tensor
+from nnjit.losses import BCEWithLogitsLoss as BCEWithLogitsLoss
+from nnjit.losses import CrossEntropyLoss as CrossEntropyLoss
+from nnjit.losses import MSELoss as MSELoss
+from nnjit.losses import SoftmaxCrossEntropyLoss as SoftmaxCrossEntropyLoss
+from nnjit.losses import get_loss as get_loss
+from nnjit.nn import (
+    ELU as ELU,
+    GELU as GELU,
+    SELU as SELU,
+    DenseLayer as DenseLayer,
+    Dropout as Dropout,
+    DropoutLayer as DropoutLayer,
+    LeakyReLU as LeakyReLU,
+    LeakyReLULayer as LeakyReLULayer,
+    Linear as Linear,
+    Module as Module,
+    Op as Op,
+    Parameter as Parameter,
+    ReLU as ReLU,
+    ReLULayer as ReLULayer,
+    Sequential as Sequential,
+    Sigmoid as Sigmoid,
+    SigmoidLayer as SigmoidLayer,
+    Softplus as Softplus,
+    Tanh as Tanh,
+    TanhLayer as TanhLayer,
+    functional as functional,
+)
+from nnjit.optim import SGD as SGD
+from nnjit.optim import Adam as Adam
+from nnjit.optim import AdamW as AdamW
+from nnjit.optim import RMSprop as RMSprop
+from nnjit.optim import get_optimizer as get_optimizer
+from nnjit.random import set_seed as set_seed
+from nnjit.regularizers import L2Regularizer as L2Regularizer
+from nnjit.regularizers import SklearnL2Regularizer as SklearnL2Regularizer
+from nnjit.train.nne import NNEFormatError as NNEFormatError
+from nnjit.train.nne import StateMismatchError as StateMismatchError
+from nnjit.train.trainer import JITCompiler as JITCompiler
+from nnjit.train.trainer import Trainer as Trainer
+
+__all__ = [
+    "BCEWithLogitsLoss", "CrossEntropyLoss", "DataLoader", "DenseLayer", "Dropout",
+    "DropoutLayer", "ELU", "GELU", "JITCompiler", "L2Regularizer", "LeakyReLU", "LeakyReLULayer",
+    "Linear", "MSELoss", "Module", "NNEFormatError", "Op", "Parameter", "ReLU", "ReLULayer",
+    "RMSprop", "SELU", "SGD", "Sequential", "Sigmoid", "SigmoidLayer", "SklearnL2Regularizer",
+    "SoftmaxCrossEntropyLoss", "Softplus", "StateMismatchError", "Tanh", "TanhLayer", "Tape",
+    "Tensor", "Trainer", "TrainingDivergedError", "Adam", "AdamW", "datasets", "functional",
+    "get_loss", "get_optimizer", "set_seed", "__version__",
+]

@@ -1,0 +1,101 @@
+"""``DataLoader``: arrays, batch size and shuffling for the compiled fit loop.
+
+Batches are not produced in Python: the compiled loop shuffles an index array with the trainer's
+own RNG and copies rows straight into the arena. The loader validates the data once and keeps a
+copy in the arena dtype.
+
+Dtype rule (documented behaviour): ``X`` and ``y`` are converted to the model's arena dtype
+(float32 by default). A float32 C-contiguous ``X`` is used as is; float64 or integer ``X`` is
+cast once (a copy), and that copy is cached on the loader.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class DataLoader:
+    """Training or validation data.
+
+    Args:
+        X: features, shape ``(N, F)``, finite numbers.
+        y: targets: class indices ``(N,)``, one-hot ``(N, C)`` or regression targets ``(N, K)``.
+        batch_size: rows per step (>= 1). The last batch is shorter unless ``drop_last``.
+        shuffle: reshuffle the rows every epoch (training only).
+        drop_last: skip the short last batch.
+    """
+
+    def __init__(self, X, y=None, batch_size: int = 32, shuffle: bool = True,
+                 drop_last: bool = False):
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or (
+            batch_size < 1
+        ):
+            raise ValueError(f"DataLoader: batch_size must be an int >= 1, got {batch_size!r}")
+        self.X = check_features(X, "DataLoader: X")
+        self.y = None if y is None else check_targets(y, len(self.X), "DataLoader: y")
+        self.batch_size = int(batch_size)
+        self.shuffle = bool(shuffle)
+        self.drop_last = bool(drop_last)
+        self._cache: dict = {}
+
+    def __len__(self) -> int:
+        """Number of batches per epoch."""
+        n = len(self.X)
+        return n // self.batch_size if self.drop_last and n >= self.batch_size else -(
+            -n // self.batch_size)
+
+    @property
+    def n_samples(self) -> int:
+        return len(self.X)
+
+    def features(self, dtype) -> np.ndarray:
+        """X in the arena dtype, C-contiguous (cached)."""
+        key = ("X", np.dtype(dtype))
+        if key not in self._cache:
+            self._cache[key] = np.ascontiguousarray(self.X, dtype=dtype)
+        return self._cache[key]
+
+    def targets(self, loss, n_outputs: int, dtype) -> np.ndarray:
+        """y prepared by ``loss`` for a model with ``n_outputs`` outputs (cached)."""
+        if self.y is None:
+            raise ValueError("DataLoader: this loader has no targets (y=None)")
+        key = ("y", type(loss), n_outputs, np.dtype(dtype))
+        if key not in self._cache:
+            self._cache[key] = loss.prepare_targets(self.y, n_outputs, dtype, "DataLoader: y")
+        return self._cache[key]
+
+    def __repr__(self) -> str:
+        return (f"DataLoader(n_samples={len(self.X)}, batch_size={self.batch_size}, "
+                f"shuffle={self.shuffle}, drop_last={self.drop_last})")
+
+
+def check_features(X, where: str) -> np.ndarray:
+    """Validate a feature matrix: 2-D, non-empty, numeric, finite."""
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"{where} must be 2-D (samples, features), got shape {X.shape}")
+    if X.shape[0] == 0:
+        raise ValueError(f"{where} is empty (0 samples)")
+    if X.shape[1] == 0:
+        raise ValueError(f"{where} has no features (shape {X.shape})")
+    if X.dtype.kind not in "iufb":
+        raise ValueError(f"{where} must be numeric, got dtype {X.dtype}")
+    if X.dtype.kind == "f" and not np.isfinite(X).all():
+        row, col = np.argwhere(~np.isfinite(X))[0]
+        raise ValueError(f"{where} contains NaN or inf (first at row {row}, column {col})")
+    return X
+
+
+def check_targets(y, n: int, where: str) -> np.ndarray:
+    """Validate targets: 1-D or 2-D, one row per sample, finite."""
+    y = np.asarray(y)
+    if y.ndim not in (1, 2):
+        raise ValueError(f"{where} must be 1-D or 2-D, got shape {y.shape}")
+    if len(y) != n:
+        raise ValueError(f"{where} has {len(y)} rows but X has {n}")
+    if y.dtype.kind not in "iufb":
+        raise ValueError(f"{where} must be numeric, got dtype {y.dtype}")
+    if y.dtype.kind == "f" and not np.isfinite(y).all():
+        row = int(np.flatnonzero(~np.isfinite(y.reshape(n, -1)).all(axis=1))[0])
+        raise ValueError(f"{where} contains NaN or inf (first at row {row})")
+    return y

@@ -1,0 +1,62 @@
+"""Arena layout: one flat buffer for values, one of the same layout for gradients.
+
+The slot table is int64 rows ``[offset, rows, cols, flags]``. Offsets are 64-byte aligned.
+All parameters come first, so the parameter block ``arena[:n_params]`` is one contiguous span:
+the optimizer step, the best-weights snapshot and its restore are each one loop over it.
+Batch slots are laid out for the largest batch; the interpreter uses the current batch's row count
+for them, so a short last batch or a validation pass needs no second layout.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Slot table columns and flags.
+S_OFFSET, S_ROWS, S_COLS, S_FLAGS = range(4)
+SLOT_BATCH = 1  # rows vary with the batch (the stored rows are the maximum)
+SLOT_PARAM = 2  # lives in the parameter block
+SLOT_GRAD = 4  # has a gradient
+
+ALIGN_BYTES = 64
+
+
+def layout(slots, dtype) -> tuple[np.ndarray, int, int]:
+    """Place ``slots`` (a list of :class:`~nnjit.graph.tape.SlotSpec`) in one arena.
+
+    Returns:
+        (slot_table, arena_size, n_params): the int64 slot table, the arena length in elements
+        and the length of the parameter block at its start.
+
+    Raises:
+        ValueError: if a parameter slot comes after a non-parameter slot.
+    """
+    align = max(1, ALIGN_BYTES // np.dtype(dtype).itemsize)
+    table = np.zeros((len(slots), 4), dtype=np.int64)
+    offset = 0
+    n_params = 0
+    params_done = False
+    for i, spec in enumerate(slots):
+        if spec.param and params_done:
+            raise ValueError(f"parameter slot '{spec.name}' laid out after activations")
+        if not spec.param and not params_done:
+            params_done = True
+            n_params = offset
+            offset = _round_up(offset, align)
+        table[i] = (
+            offset,
+            spec.rows,
+            spec.cols,
+            (SLOT_BATCH if spec.batch else 0)
+            | (SLOT_PARAM if spec.param else 0)
+            | (SLOT_GRAD if spec.requires_grad else 0),
+        )
+        size = spec.rows * spec.cols
+        # Parameters are packed back to back: the optimizer streams over them as one vector.
+        offset += size if spec.param else _round_up(size, align)
+    if not params_done:
+        n_params = offset
+    return table, max(offset, 1), n_params
+
+
+def _round_up(n: int, align: int) -> int:
+    return (n + align - 1) // align * align

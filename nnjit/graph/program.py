@@ -1,0 +1,141 @@
+"""A traced model laid out in its arena, plus the Python driver around the compiled loop."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nnjit.graph import interpreter as it
+from nnjit.graph import status as st
+from nnjit.graph.arena import S_COLS, S_FLAGS, S_OFFSET, S_ROWS, SLOT_BATCH, layout
+from nnjit.graph.opcodes import CLASSIFICATION_LOSSES, Opcode
+from nnjit.graph.tape import SlotSpec, Tape, Tensor
+from nnjit.kernels.rng import seed_state
+
+
+class Program:
+    """Records, slot table and arenas of one traced model.
+
+    Built by :meth:`from_tape`; the model's parameters become views into ``values`` so training
+    updates them in place and ``model.state_dict()`` always shows the current weights.
+    """
+
+    def __init__(
+        self, tape: Tape, input: Tensor, target: Tensor, output: Tensor, loss: Tensor, seed: int = 0
+    ):
+        tape.mark_gradient_writers()
+        self.tape = tape
+        self.nodes = tape.nodes
+        self.dtype = tape.dtype
+        self.max_batch = tape.max_batch
+        self.python_ops = tape.python_ops
+        loss_ops = [i for i, n in enumerate(tape.nodes) if n.out == loss.slot]
+        if len(loss_ops) != 1 or loss_ops[0] != len(tape.nodes) - 1:
+            raise ValueError("the loss must be the last op recorded on the tape")
+        self.loss_op = loss_ops[0]
+        self.loss_opcode = tape.nodes[self.loss_op].opcode
+        self.input_slot, self.target_slot, self.output_slot = input.slot, target.slot, output.slot
+        scratch = _scratch_size(tape)
+        tape.slots.append(SlotSpec(scratch, 1, name="scratch"))
+        self.records = tape.records()
+        self.slots, size, self.n_params = layout(tape.slots, self.dtype)
+        self.values = np.zeros(size, dtype=self.dtype)
+        self.grads = np.zeros(size, dtype=self.dtype)
+        self.hyper = np.array(tape.hyper + [0.0], dtype=np.float64)
+        self.layout = np.zeros(it.LAYOUT_WIDTH, dtype=np.int64)
+        self.layout[it.L_INPUT] = input.slot
+        self.layout[it.L_TARGET] = target.slot
+        self.layout[it.L_OUTPUT] = output.slot
+        self.layout[it.L_LOSS_OP] = self.loss_op
+        self.layout[it.L_N_PARAMS] = self.n_params
+        self.layout[it.L_SCRATCH] = len(tape.slots) - 1
+        self.layout[it.L_MAX_BATCH] = self.max_batch
+        self.current_rows = self.max_batch
+        self.rng = seed_state(seed)
+        self.param_slots = dict(tape.param_slots)
+        tape.program = self
+
+    # -- views ---------------------------------------------------------------------------------
+    def view(self, slot: int, grad: bool = False) -> np.ndarray:
+        """2-D view of a slot for the current batch (what Python ops read and write)."""
+        off, rows, cols, flags = (int(v) for v in self.slots[slot, [S_OFFSET, S_ROWS, S_COLS, S_FLAGS]])
+        if flags & SLOT_BATCH:
+            rows = self.current_rows
+        buf = self.grads if grad else self.values
+        return buf[off : off + rows * cols].reshape(rows, cols)
+
+    @property
+    def params(self) -> np.ndarray:
+        """The parameter block (all parameters, one contiguous span)."""
+        return self.values[: self.n_params]
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.loss_opcode in CLASSIFICATION_LOSSES
+
+    @property
+    def n_features(self) -> int:
+        return int(self.slots[self.input_slot, S_COLS])
+
+    @property
+    def target_cols(self) -> int:
+        return int(self.slots[self.target_slot, S_COLS])
+
+    @property
+    def output_cols(self) -> int:
+        return int(self.slots[self.output_slot, S_COLS])
+
+    def owner_of(self, op_index: int) -> str:
+        return self.nodes[op_index].owner if 0 <= op_index < len(self.nodes) else ""
+
+    # -- running -------------------------------------------------------------------------------
+    def run(self, task, X, Y, Xv, Yv, perm, cfg, opt_hyper, opt_state, reg_spans, state, best,
+            history, out, on_pause=None) -> int:
+        """Call the compiled loop until the task is done, running Python ops and pauses.
+
+        Returns the final status (DONE). Raises on divergence.
+        """
+        while True:
+            status, where = it.execute(
+                task, self.records, self.slots, self.hyper, self.values, self.grads,
+                self.rng, self.layout, X, Y, Xv, Yv, perm, cfg, opt_hyper, opt_state,
+                reg_spans, state, best, history, out,
+            )
+            if status == st.YIELD_FORWARD or status == st.YIELD_BACKWARD:
+                self._run_python_op(status, int(where), state)
+                continue
+            if status == st.PAUSED:
+                if on_pause is not None and on_pause() is False:
+                    return status
+                continue
+            if status != st.DONE:
+                st.raise_for_status(
+                    int(status), int(where), int(state[it.ST_EPOCH]), self,
+                    restored=bool(state[it.ST_RESTORED]),
+                )
+            return status
+
+    def _run_python_op(self, status: int, index: int, state: np.ndarray) -> None:
+        node = self.nodes[index]
+        op = node.python_op
+        self.current_rows = int(state[it.ST_ROWS])
+        if status == st.YIELD_FORWARD:
+            op.forward()
+            state[it.ST_CURSOR] = index + 1
+        else:
+            for slot, needs, acc in zip(node.inputs, node.needs_grad, node.accumulate):
+                if needs and not acc:  # Python ops accumulate; the first writer starts from zero
+                    self.view(slot, grad=True)[...] = 0
+            op.backward()
+            state[it.ST_CURSOR] = index - 1
+
+
+def _scratch_size(tape: Tape) -> int:
+    """Elements of scratch needed by dense backward passes that must accumulate (shared weights)."""
+    size = 1
+    tape.mark_gradient_writers()
+    for node in tape.nodes:
+        if node.opcode == Opcode.DENSE:
+            for slot, acc in zip(node.inputs[:2], node.accumulate[:2]):
+                if acc:
+                    size = max(size, tape.slots[slot].size)
+    return size

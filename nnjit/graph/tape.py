@@ -1,0 +1,332 @@
+"""Tracing: ``forward`` runs once on symbolic :class:`Tensor` objects and the tape records ops.
+
+The tape knows slot shapes, which slots need gradients and, for each op's inputs, whether its
+backward is the *first* writer of that gradient in reverse order (it then overwrites instead of
+accumulating, so no gradient buffer ever needs zeroing). :meth:`Tape.finish` lays the slots out in
+one arena (parameters first, in one contiguous block) and returns a :class:`~nnjit.graph.program.Program`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from nnjit.graph.opcodes import (
+    ACCUMULATE,
+    LOSS_OPCODES,
+    NEEDS_GRAD,
+    RECORD_WIDTH,
+    SPECS,
+    Opcode,
+)
+
+
+class BatchDim(int):
+    """The batch dimension of a traced tensor.
+
+    Behaves as the int it holds (the largest batch the arena is laid out for) but remembers that
+    the real row count varies per batch, so ``tape.alloc_tensor(x.rows, ...)`` makes a batch slot.
+    """
+
+    def __repr__(self) -> str:
+        return f"batch({int(self)})"
+
+
+@dataclass
+class SlotSpec:
+    """Shape and role of one arena slot, before layout."""
+
+    rows: int
+    cols: int
+    batch: bool = False
+    param: bool = False
+    requires_grad: bool = False
+    name: str = ""
+
+    @property
+    def size(self) -> int:
+        return self.rows * self.cols
+
+
+@dataclass
+class Node:
+    """One recorded op (the Python side of a record)."""
+
+    opcode: Opcode
+    inputs: list[int]
+    out: int
+    aux: list[int] = field(default_factory=lambda: [-1, -1, -1])
+    owner: str = ""
+    python_op: object | None = None
+    needs_grad: list[bool] = field(default_factory=list)
+    accumulate: list[bool] = field(default_factory=list)
+
+
+class Tensor:
+    """A symbolic tensor: a slot on a tape.
+
+    While tracing only ``shape`` is meaningful. Once the tape is compiled, ``data`` and ``grad``
+    are NumPy views into the arena holding the current batch (used by Python ops).
+    """
+
+    __slots__ = ("tape", "slot")
+
+    def __init__(self, tape: Tape, slot: int):
+        self.tape = tape
+        self.slot = slot
+
+    @property
+    def spec(self) -> SlotSpec:
+        return self.tape.slots[self.slot]
+
+    @property
+    def rows(self) -> int:
+        s = self.spec
+        return BatchDim(s.rows) if s.batch else s.rows
+
+    @property
+    def cols(self) -> int:
+        return self.spec.cols
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.rows, self.cols)
+
+    @property
+    def requires_grad(self) -> bool:
+        return self.spec.requires_grad
+
+    @property
+    def data(self) -> np.ndarray:
+        return self.tape.program_view(self.slot, grad=False)
+
+    @property
+    def grad(self) -> np.ndarray:
+        return self.tape.program_view(self.slot, grad=True)
+
+    def __add__(self, other: Tensor) -> Tensor:
+        return self.tape.binary(Opcode.ADD, self, other)
+
+    def __mul__(self, other: Tensor) -> Tensor:
+        return self.tape.binary(Opcode.MUL, self, other)
+
+    def __repr__(self) -> str:
+        return f"Tensor(slot={self.slot}, shape={self.shape})"
+
+
+_current = threading.local()
+
+
+def current_tape() -> Tape | None:
+    """The tape being recorded on this thread, if any."""
+    return getattr(_current, "tape", None)
+
+
+class Tape:
+    """Records ops while a model's ``forward`` runs on symbolic tensors.
+
+    Args:
+        dtype: arena dtype (float32 or float64).
+        max_batch: the largest batch the arena must hold; batch slots are laid out for it.
+    """
+
+    def __init__(self, dtype=np.float32, max_batch: int = 1):
+        self.dtype = np.dtype(dtype)
+        self.max_batch = int(max_batch)
+        self.slots: list[SlotSpec] = []
+        self.nodes: list[Node] = []
+        self.hyper: list[float] = []
+        self.python_ops: list[object] = []
+        self.param_slots: dict[str, int] = {}
+        self._param_ids: dict[int, int] = {}
+        self._owner: list[str] = []
+        self.program = None  # set by Program once laid out
+
+    # -- context -------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def recording(self):
+        """Make this the current tape of the thread (for ``forward(self, x)`` style models)."""
+        previous = current_tape()
+        _current.tape = self
+        try:
+            yield self
+        finally:
+            _current.tape = previous
+
+    @contextlib.contextmanager
+    def owner(self, path: str):
+        """Attribute ops recorded inside to the module at ``path`` (used in error messages)."""
+        self._owner.append(path)
+        try:
+            yield
+        finally:
+            self._owner.pop()
+
+    @property
+    def current_owner(self) -> str:
+        return self._owner[-1] if self._owner else ""
+
+    # -- slots ---------------------------------------------------------------------------------
+    def _new_slot(self, spec: SlotSpec) -> Tensor:
+        if self.program is not None:
+            raise RuntimeError("this tape is already compiled; record a new one")
+        self.slots.append(spec)
+        return Tensor(self, len(self.slots) - 1)
+
+    def parameter(self, param, name: str) -> Tensor:
+        """The slot holding ``param`` (a :class:`nnjit.nn.Parameter`), created on first use."""
+        key = id(param)
+        if key not in self._param_ids:
+            if any(not s.param for s in self.slots):
+                raise RuntimeError(
+                    f"parameter '{name}' was first used during forward; register every parameter "
+                    "as a Module attribute so it is laid out with the others"
+                )
+            rows, cols = param.data.shape if param.data.ndim == 2 else (1, param.data.size)
+            t = self._new_slot(SlotSpec(rows, cols, param=True, requires_grad=True, name=name))
+            self._param_ids[key] = t.slot
+            self.param_slots[name] = t.slot
+        return Tensor(self, self._param_ids[key])
+
+    def input(self, cols: int, name: str = "input") -> Tensor:
+        """A batch-sized data slot (no gradient)."""
+        return self._new_slot(SlotSpec(BatchDim(self.max_batch), int(cols), batch=True, name=name))
+
+    def alloc_tensor(self, rows: int, cols: int, requires_grad: bool = False) -> Tensor:
+        """Allocate an output slot for a Python op (the inspiring engine's API).
+
+        ``rows`` taken from another tensor's ``rows`` keeps its batch dimension.
+        """
+        batch = isinstance(rows, BatchDim)
+        spec = SlotSpec(int(rows), int(cols), batch=batch, requires_grad=bool(requires_grad))
+        spec.name = f"{self.current_owner or 'op'}.out"
+        return self._new_slot(spec)
+
+    # -- recording -----------------------------------------------------------------------------
+    def record(
+        self,
+        opcode: Opcode,
+        inputs: list[Tensor],
+        out_rows: int,
+        out_cols: int,
+        hyper: tuple[float, ...] = (),
+        aux: tuple[int, ...] = (),
+        extra_inputs: list[Tensor] = (),
+        out_requires_grad: bool | None = None,
+    ) -> Tensor:
+        """Record one op and return its output tensor.
+
+        ``hyper`` values go to the hyper table and their indices fill aux0, aux1, ...; ``aux``
+        gives explicit aux integers after them. ``extra_inputs`` are non-differentiable slots
+        (e.g. the dropout mask) placed after the differentiable inputs.
+        """
+        for t in list(inputs) + list(extra_inputs):
+            if t.tape is not self:
+                raise ValueError(f"{opcode.name}: input {t} belongs to another tape")
+        spec = SPECS[opcode]
+        if out_requires_grad is None:
+            out_requires_grad = spec.differentiable and any(t.requires_grad for t in inputs)
+        batch = isinstance(out_rows, BatchDim)
+        out = self._new_slot(
+            SlotSpec(int(out_rows), int(out_cols), batch=batch, requires_grad=out_requires_grad,
+                     name=f"{self.current_owner or opcode.name.lower()}.{opcode.name.lower()}")
+        )
+        aux_values = []
+        for h in hyper:
+            self.hyper.append(float(h))
+            aux_values.append(len(self.hyper) - 1)
+        aux_values.extend(int(a) for a in aux)
+        aux_values += [-1] * (3 - len(aux_values))
+        node = Node(
+            opcode=opcode,
+            inputs=[t.slot for t in inputs] + [t.slot for t in extra_inputs],
+            out=out.slot,
+            aux=aux_values,
+            owner=self.current_owner,
+        )
+        node.needs_grad = [spec.differentiable and t.requires_grad for t in inputs] + [
+            False for _ in extra_inputs
+        ]
+        self.nodes.append(node)
+        return out
+
+    def binary(self, opcode: Opcode, a: Tensor, b: Tensor) -> Tensor:
+        """Elementwise op on two tensors of the same shape."""
+        if a.shape != b.shape:
+            raise ValueError(
+                f"{self.current_owner or opcode.name}: {opcode.name.lower()} needs equal shapes, "
+                f"got {a.shape} and {b.shape}"
+            )
+        return self.record(opcode, [a, b], a.rows, a.cols)
+
+    def unary(self, opcode: Opcode, x: Tensor, *hyper: float) -> Tensor:
+        """Elementwise activation."""
+        return self.record(opcode, [x], x.rows, x.cols, hyper=hyper)
+
+    def dense(self, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        """``x @ weight.T + bias``."""
+        inputs = [x, weight] + ([bias] if bias is not None else [])
+        return self.record(Opcode.DENSE, inputs, x.rows, weight.rows)
+
+    def dropout(self, x: Tensor, p: float) -> Tensor:
+        """Inverted dropout with a mask slot drawn from the model's RNG in training mode."""
+        mask = self._new_slot(SlotSpec(x.rows, x.cols, batch=x.spec.batch, name="dropout.mask"))
+        return self.record(Opcode.DROPOUT, [x], x.rows, x.cols, hyper=(p,), extra_inputs=[mask])
+
+    def loss(self, opcode: Opcode, prediction: Tensor, target: Tensor, aux: tuple = ()) -> Tensor:
+        """Record the loss op (it seeds the gradient of ``prediction``)."""
+        if opcode not in LOSS_OPCODES:
+            raise ValueError(f"{opcode.name} is not a loss")
+        return self.record(opcode, [prediction, target], 1, 1, aux=(-1,) + tuple(aux))
+
+    def python_op(self, op, inputs: list[Tensor], out: Tensor) -> None:
+        """Record a Python op: ``op.forward()`` / ``op.backward()`` run between compiled segments."""
+        self.python_ops.append(op)
+        node = Node(
+            opcode=Opcode.PYTHON_OP,
+            inputs=[t.slot for t in inputs],
+            out=out.slot,
+            aux=[len(self.python_ops) - 1, -1, -1],
+            owner=self.current_owner or type(op).__name__,
+            python_op=op,
+        )
+        node.needs_grad = [t.requires_grad for t in inputs]
+        self.nodes.append(node)
+
+    # -- finishing -----------------------------------------------------------------------------
+    def mark_gradient_writers(self) -> None:
+        """Decide, for each op input needing a gradient, whether its backward overwrites or adds.
+
+        Walking the ops in reverse (backward) order, the first op to write a slot's gradient
+        overwrites it; later ones accumulate. Parameters follow the same rule, so neither
+        activation nor parameter gradients ever need zeroing.
+        """
+        written: set[int] = set()
+        for node in reversed(self.nodes):
+            node.accumulate = []
+            for slot, needs in zip(node.inputs, node.needs_grad + [False] * 3):
+                node.accumulate.append(needs and slot in written)
+                if needs:
+                    written.add(slot)
+
+    def records(self) -> np.ndarray:
+        """The int32 record table ``[opcode, in0, in1, in2, out, aux0, aux1, aux2, grad_flags]``."""
+        table = np.full((len(self.nodes), RECORD_WIDTH), -1, dtype=np.int32)
+        for i, node in enumerate(self.nodes):
+            flags = 0
+            for k, (needs, acc) in enumerate(zip(node.needs_grad[:3], node.accumulate[:3])):
+                flags |= NEEDS_GRAD[k] if needs else 0
+                flags |= ACCUMULATE[k] if acc else 0
+            ins = (node.inputs + [-1, -1, -1])[:3]
+            table[i] = [int(node.opcode), *ins, node.out, *node.aux, flags]
+        return table
+
+    def program_view(self, slot: int, grad: bool) -> np.ndarray:
+        if self.program is None:
+            raise RuntimeError(
+                "tensor data exists only after the model is compiled (Trainer.fit / predict)"
+            )
+        return self.program.view(slot, grad=grad)

@@ -1,0 +1,173 @@
+"""Loss kernels fused with their gradient (the tape's "loss seed"), plus output probabilities.
+
+Conventions shared by every loss kernel:
+
+- ``logits``/``pred`` and ``dlogits``/``dpred`` are C-contiguous ``(b, k)`` arrays, ``targets`` is
+  ``(b, t)``; all of one float dtype (float32 or float64, the same code compiles for both).
+- The returned ``loss_sum`` is the float64 SUM over rows of the per-row loss; the caller divides.
+- The gradient is written (not accumulated) and multiplied by ``inv_scale`` (a Python float: the
+  caller passes ``1/b`` for cross-entropy, ``1/(b*k)`` for MSE and BCE, which reproduces PyTorch's
+  ``reduction='mean'``). With ``write_grad=False`` (evaluation) the gradient array is not touched.
+- Scalars are cast to the array dtype before the loops: a float literal would promote float32
+  arithmetic to float64 (3.6x slower). Loss sums are accumulated in float64, with explicit
+  ``float()`` so that the NUMBA_DISABLE_JIT run (NumPy scalars, NEP 50) does the same.
+"""
+
+import math
+
+import numpy as np
+
+from nnjit.kernels._jit import jit
+
+
+@jit
+def _row_max_argmax(x, i):
+    """Max and first argmax of row ``i`` of ``x``. x: (b, k), k >= 1 -> (x.dtype, int64)."""
+    best = x[i, 0]
+    arg = 0
+    for j in range(1, x.shape[1]):
+        if x[i, j] > best:
+            best = x[i, j]
+            arg = j
+    return best, arg
+
+
+@jit
+def _row_sum_exp(x, i, m):
+    """Sum over j of exp(x[i, j] - m), in x's dtype. x: (b, k)."""
+    s = x.dtype.type(0.0)
+    for j in range(x.shape[1]):
+        s += math.exp(x[i, j] - m)
+    return s
+
+
+@jit
+def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad):
+    """Softmax cross-entropy and its gradient (softmax - target) * inv_scale.
+
+    logits: (b, k); targets: (b, 1) class indices stored as floats if ``target_is_index``, else
+    (b, k) one-hot or probabilities; dlogits: (b, k) written if ``write_grad``.
+    Returns (loss_sum: float64, n_correct: int64), n_correct counting rows whose logits argmax
+    equals the target class (argmax of the target row for probability targets).
+    """
+    b, k = logits.shape
+    zero = logits.dtype.type(0.0)
+    one = logits.dtype.type(1.0)
+    scale = logits.dtype.type(inv_scale)
+    loss_sum = 0.0
+    n_correct = 0
+    for i in range(b):
+        m, pred = _row_max_argmax(logits, i)
+        s = _row_sum_exp(logits, i, m)
+        # log-sum-exp with the max taken out: exp never overflows, log(s) >= 0.
+        lse = m + math.log(s)
+        if target_is_index:
+            cls = int(targets[i, 0])
+            loss_sum += float(lse) - float(logits[i, cls])
+        else:
+            _, cls = _row_max_argmax(targets, i)
+            row = 0.0
+            for j in range(k):
+                row += float(targets[i, j]) * (float(lse) - float(logits[i, j]))
+            loss_sum += row
+        if pred == cls:
+            n_correct += 1
+        if write_grad:
+            inv_s = one / s
+            for j in range(k):
+                if target_is_index:
+                    t = one if j == cls else zero
+                else:
+                    t = targets[i, j]
+                dlogits[i, j] = (math.exp(logits[i, j] - m) * inv_s - t) * scale
+    return loss_sum, n_correct
+
+
+@jit
+def mse(pred, targets, dpred, inv_scale, write_grad):
+    """Mean squared error (mean over k per row, summed over rows) and gradient 2*(p-t)*inv_scale.
+
+    pred, targets, dpred: (b, k). Returns (loss_sum: float64, n_correct: int64 = 0).
+    """
+    b, k = pred.shape
+    two_scale = pred.dtype.type(2.0 * inv_scale)
+    total = 0.0
+    for i in range(b):
+        for j in range(k):
+            d = pred[i, j] - targets[i, j]
+            dd = float(d)
+            total += dd * dd
+            if write_grad:
+                dpred[i, j] = d * two_scale
+    return total / k, 0
+
+
+@jit
+def bce_with_logits(logits, targets, dlogits, inv_scale, write_grad):
+    """Binary cross-entropy on logits (mean over k per row, summed over rows), gradient
+    (sigmoid(x) - t) * inv_scale.
+
+    logits, targets, dlogits: (b, k). Returns (loss_sum: float64, n_correct: int64), n_correct
+    counting rows where every (x > 0) equals (t > 0.5).
+    """
+    b, k = logits.shape
+    zero = logits.dtype.type(0.0)
+    one = logits.dtype.type(1.0)
+    half = logits.dtype.type(0.5)
+    scale = logits.dtype.type(inv_scale)
+    total = 0.0
+    n_correct = 0
+    for i in range(b):
+        row_ok = True
+        for j in range(k):
+            x = logits[i, j]
+            t = targets[i, j]
+            # exp(-|x|) <= 1: no overflow in the loss nor in either branch of the sigmoid.
+            e = math.exp(-abs(x))
+            total += float(max(x, zero) - x * t + math.log1p(e))
+            if (x > zero) != (t > half):
+                row_ok = False
+            if write_grad:
+                sig = one / (one + e) if x >= zero else e / (one + e)
+                dlogits[i, j] = (sig - t) * scale
+        if row_ok:
+            n_correct += 1
+    return total / k, n_correct
+
+
+@jit
+def softmax_rows(logits, out):
+    """Row-wise softmax (max-shifted). logits, out: (b, k); out may be logits."""
+    b, k = logits.shape
+    one = logits.dtype.type(1.0)
+    for i in range(b):
+        m, _ = _row_max_argmax(logits, i)
+        s = _row_sum_exp(logits, i, m)
+        inv_s = one / s
+        for j in range(k):
+            out[i, j] = math.exp(logits[i, j] - m) * inv_s
+
+
+@jit
+def sigmoid_all(logits, out):
+    """Elementwise logistic sigmoid, overflow-free. logits, out: (b, k); out may be logits."""
+    b, k = logits.shape
+    zero = logits.dtype.type(0.0)
+    one = logits.dtype.type(1.0)
+    for i in range(b):
+        for j in range(k):
+            x = logits[i, j]
+            e = math.exp(-abs(x))
+            out[i, j] = one / (one + e) if x >= zero else e / (one + e)
+
+
+@jit
+def first_nonfinite(x):
+    """Index of the first NaN or +-inf in x, or -1. x: (n,) -> int64.
+
+    Relies on the house flag set leaving out ``nnan``/``ninf`` (with them LLVM folds this to -1).
+    """
+    for i in range(x.shape[0]):
+        if not np.isfinite(x[i]):
+            return i
+    return -1

@@ -1,0 +1,151 @@
+"""Optimizer updates over the flat parameter block (PyTorch ``torch.optim`` semantics).
+
+``params``, ``grads`` and every state buffer are 1-D C-contiguous arrays of one length and one
+float dtype (float32 or float64). ``step`` is the 1-based step count. On ``step == 1`` the state is
+initialised by the kernel itself (as PyTorch creates it lazily on the first step), so stale or
+uninitialised buffers are fine. Hyperparameters arrive as Python floats and are cast to the array
+dtype once, before the loop: a float64 scalar inside the loop would promote float32 arithmetic.
+Each update is one pass over memory with no data-dependent branch, so LLVM vectorises it.
+"""
+
+import math
+
+from nnjit.kernels._jit import jit
+
+
+@jit
+def _fill_zero(x):
+    """x[:] = 0. x: (n,)."""
+    zero = x.dtype.type(0.0)
+    for i in range(x.shape[0]):
+        x[i] = zero
+
+
+@jit
+def sgd_update(params, grads, velocity, lr, momentum, dampening, nesterov, weight_decay, step):
+    """torch.optim.SGD step: g += wd*p; buf = g (step 1) or momentum*buf + (1-dampening)*g;
+    g = g + momentum*buf (nesterov) or buf; p -= lr*g. momentum == 0: plain SGD, velocity unused.
+
+    params, grads, velocity: (n,).
+    """
+    dt = params.dtype.type
+    lr_ = dt(lr)
+    wd = dt(weight_decay)
+    n = params.shape[0]
+    if momentum == 0.0:
+        for i in range(n):
+            params[i] -= lr_ * (grads[i] + wd * params[i])
+        return
+    if step == 1:
+        # torch sets the buffer to the first gradient: 0*buf + 1*g, from a zeroed buffer.
+        _fill_zero(velocity)
+        mom = dt(0.0)
+        damp = dt(1.0)
+    else:
+        mom = dt(momentum)
+        damp = dt(1.0 - dampening)
+    mom_n = dt(momentum)
+    for i in range(n):
+        g = grads[i] + wd * params[i]
+        buf = mom * velocity[i] + damp * g
+        velocity[i] = buf
+        # loop-invariant branch: LLVM unswitches it, the body stays vectorisable.
+        params[i] -= lr_ * (g + mom_n * buf if nesterov else buf)
+
+
+@jit
+def adam_update(params, grads, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+    """torch.optim.Adam step (L2: g += wd*p) or, with ``decoupled``, torch.optim.AdamW
+    (p *= 1 - lr*wd first); m, v are the first and second moments. amsgrad is not supported.
+
+    params, grads, m, v: (n,).
+    """
+    dt = params.dtype.type
+    if step == 1:
+        _fill_zero(m)
+        _fill_zero(v)
+    # Bias corrections in float64 outside the loop; the loop sees only array-dtype scalars.
+    step_size = dt(lr / (1.0 - beta1**step))
+    inv_bc2_sqrt = dt(1.0 / math.sqrt(1.0 - beta2**step))
+    b1 = dt(beta1)
+    b2 = dt(beta2)
+    omb1 = dt(1.0 - beta1)
+    omb2 = dt(1.0 - beta2)
+    eps_ = dt(eps)
+    l2 = dt(0.0) if decoupled else dt(weight_decay)
+    decay = dt(1.0 - lr * weight_decay) if decoupled else dt(1.0)
+    for i in range(params.shape[0]):
+        p = params[i]
+        g = grads[i] + l2 * p
+        mi = b1 * m[i] + omb1 * g
+        vi = b2 * v[i] + omb2 * g * g
+        m[i] = mi
+        v[i] = vi
+        params[i] = p * decay - step_size * mi / (math.sqrt(vi) * inv_bc2_sqrt + eps_)
+
+
+@jit
+def rmsprop_update(
+    params, grads, square_avg, momentum_buf, lr, alpha, eps, weight_decay, momentum, step
+):
+    """torch.optim.RMSprop step (centered=False): g += wd*p; sq = alpha*sq + (1-alpha)*g^2;
+    buf = momentum*buf + g/(sqrt(sq)+eps), p -= lr*buf; momentum == 0: p -= lr*g/(sqrt(sq)+eps)
+    and momentum_buf is unused.
+
+    params, grads, square_avg, momentum_buf: (n,).
+    """
+    dt = params.dtype.type
+    use_momentum = momentum != 0.0
+    if step == 1:
+        _fill_zero(square_avg)
+        if use_momentum:
+            _fill_zero(momentum_buf)
+    lr_ = dt(lr)
+    a = dt(alpha)
+    oma = dt(1.0 - alpha)
+    eps_ = dt(eps)
+    wd = dt(weight_decay)
+    mom = dt(momentum)
+    n = params.shape[0]
+    if use_momentum:
+        for i in range(n):
+            g = grads[i] + wd * params[i]
+            sq = a * square_avg[i] + oma * g * g
+            square_avg[i] = sq
+            buf = mom * momentum_buf[i] + g / (math.sqrt(sq) + eps_)
+            momentum_buf[i] = buf
+            params[i] -= lr_ * buf
+    else:
+        for i in range(n):
+            g = grads[i] + wd * params[i]
+            sq = a * square_avg[i] + oma * g * g
+            square_avg[i] = sq
+            params[i] -= lr_ * g / (math.sqrt(sq) + eps_)
+
+
+@jit
+def _l2_span(p, g, c):
+    """g += c*p; return sum(p^2) in float64. p, g: (n,) views of one span."""
+    total = 0.0
+    for i in range(p.shape[0]):
+        g[i] += c * p[i]
+        q = float(p[i])  # square and sum in float64 (also under NUMBA_DISABLE_JIT)
+        total += q * q
+    return total
+
+
+@jit
+def l2_penalty(params, grads, spans, coef):
+    """Add coef*p to grads over the spans and return the penalty 0.5*coef*sum(p^2) (float64).
+
+    params, grads: (n,); spans: (s, 2) int64 rows [offset, length]. Elements outside are untouched.
+    """
+    c = params.dtype.type(coef)
+    total = 0.0
+    for r in range(spans.shape[0]):
+        # Slicing makes a view (no allocation); indexing from 0 lets LLVM drop the
+        # negative-index wraparound and vectorise the span loop.
+        lo = spans[r, 0]
+        hi = lo + spans[r, 1]
+        total += _l2_span(params[lo:hi], grads[lo:hi], c)
+    return 0.5 * coef * total

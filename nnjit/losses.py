@@ -1,0 +1,132 @@
+"""Loss functions. Each describes itself to the tape (its opcode) and prepares targets.
+
+The maths lives in :mod:`nnjit.kernels.loss`; every loss is fused with its gradient seed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nnjit.graph.opcodes import Opcode
+from nnjit.graph.tape import Tape, Tensor
+
+
+class Loss:
+    """Base class: ``opcode`` names the fused kernel; ``prepare_targets`` validates ``y``."""
+
+    opcode: Opcode
+    is_classification = False
+
+    def record(self, tape: Tape, prediction: Tensor, target: Tensor) -> Tensor:
+        return tape.loss(self.opcode, prediction, target)
+
+    def prepare_targets(self, y: np.ndarray, n_outputs: int, dtype, where: str) -> np.ndarray:
+        """Check ``y`` against the model's output width; return a 2-D C-contiguous arena array."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def _finite(y: np.ndarray, where: str) -> None:
+    if y.dtype.kind == "f" and not np.isfinite(y).all():
+        bad = int(np.flatnonzero(~np.isfinite(y.reshape(len(y), -1)).any(axis=1))[0])
+        raise ValueError(f"{where}: y contains NaN or inf (first at row {bad})")
+
+
+class CrossEntropyLoss(Loss):
+    """Softmax cross-entropy over logits, fused with log-sum-exp; mean over the batch.
+
+    Targets: class indices ``(N,)`` (integers in ``[0, C)``) or one-hot / probability rows
+    ``(N, C)``. Predictions: logits ``(N, C)``.
+    """
+
+    opcode = Opcode.SOFTMAX_CE
+    is_classification = True
+
+    def record(self, tape, prediction, target):
+        return tape.loss(self.opcode, prediction, target, aux=(1 if target.cols == 1 else 0,))
+
+    def prepare_targets(self, y, n_outputs, dtype, where):
+        y = np.asarray(y)
+        if y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1 and n_outputs > 1):
+            y = y.reshape(-1)
+            if y.dtype.kind not in "iub":
+                _finite(y, where)
+                if y.dtype.kind != "f" or not np.array_equal(y, np.round(y)):
+                    raise ValueError(
+                        f"{where}: class labels must be integers in [0, {n_outputs}), "
+                        f"got dtype {y.dtype} with non-integer values"
+                    )
+            if y.size and (y.min() < 0 or y.max() >= n_outputs):
+                bad = y[(y < 0) | (y >= n_outputs)][0]
+                raise ValueError(
+                    f"{where}: label {bad!r} out of range for a model with {n_outputs} outputs "
+                    f"(expected integers in [0, {n_outputs}))"
+                )
+            return np.ascontiguousarray(y.reshape(-1, 1), dtype=dtype)
+        if y.ndim == 2 and y.shape[1] == n_outputs:
+            _finite(y, where)
+            return np.ascontiguousarray(y, dtype=dtype)
+        raise ValueError(
+            f"{where}: targets must be class indices of shape (N,) or one-hot rows (N, {n_outputs}),"
+            f" got shape {y.shape}"
+        )
+
+
+SoftmaxCrossEntropyLoss = CrossEntropyLoss
+
+
+class MSELoss(Loss):
+    """Mean squared error over all elements (PyTorch's ``reduction='mean'``)."""
+
+    opcode = Opcode.MSE
+
+    def prepare_targets(self, y, n_outputs, dtype, where):
+        y = np.asarray(y)
+        if y.ndim == 1 and n_outputs == 1:
+            y = y.reshape(-1, 1)
+        if y.ndim != 2 or y.shape[1] != n_outputs:
+            raise ValueError(f"{where}: targets must have shape (N, {n_outputs}), got {y.shape}")
+        if y.dtype.kind not in "iufb":
+            raise ValueError(f"{where}: targets must be numeric, got dtype {y.dtype}")
+        _finite(y, where)
+        return np.ascontiguousarray(y, dtype=dtype)
+
+
+class BCEWithLogitsLoss(Loss):
+    """Sigmoid + binary cross-entropy over logits, computed stably; mean over all elements.
+
+    Targets in [0, 1] with the prediction's shape (``(N,)`` allowed for one output).
+    """
+
+    opcode = Opcode.BCE_WITH_LOGITS
+    is_classification = True
+
+    def prepare_targets(self, y, n_outputs, dtype, where):
+        y = MSELoss.prepare_targets(self, y, n_outputs, dtype, where)
+        if y.size and (y.min() < 0 or y.max() > 1):
+            raise ValueError(f"{where}: binary targets must lie in [0, 1], got range "
+                             f"[{y.min()}, {y.max()}]")
+        return y
+
+
+LOSSES = {
+    "cross_entropy": CrossEntropyLoss,
+    "softmax_cross_entropy": CrossEntropyLoss,
+    "mse": MSELoss,
+    "bce_with_logits": BCEWithLogitsLoss,
+}
+
+
+def get_loss(identifier) -> Loss:
+    """A loss from an instance, a class or a name (``"cross_entropy"``, ``"mse"``, ...)."""
+    if isinstance(identifier, Loss):
+        return identifier
+    if isinstance(identifier, type) and issubclass(identifier, Loss):
+        return identifier()
+    if isinstance(identifier, str) and identifier.lower() in LOSSES:
+        return LOSSES[identifier.lower()]()
+    raise ValueError(
+        f"Could not interpret loss identifier: {identifier!r}; valid names: {', '.join(LOSSES)}"
+    )

@@ -1,0 +1,25 @@
+"""Layers and modules. The seed engine's names (``DenseLayer``, ``ReLULayer``, ...) are aliases."""
+
+from nnjit.nn import functional as functional
+from nnjit.nn.activation import ELU as ELU
+from nnjit.nn.activation import GELU as GELU
+from nnjit.nn.activation import SELU as SELU
+from nnjit.nn.activation import LeakyReLU as LeakyReLU
+from nnjit.nn.activation import ReLU as ReLU
+from nnjit.nn.activation import Sigmoid as Sigmoid
+from nnjit.nn.activation import Softplus as Softplus
+from nnjit.nn.activation import Tanh as Tanh
+from nnjit.nn.dropout import Dropout as Dropout
+from nnjit.nn.linear import Linear as Linear
+from nnjit.nn.module import Module as Module
+from nnjit.nn.op import Op as Op
+from nnjit.nn.parameter import Parameter as Parameter
+from nnjit.nn.sequential import Sequential as Sequential
+
+# The inspiring C++ engine's names: thin aliases, not a second implementation.
+DenseLayer = Linear
+ReLULayer = ReLU
+LeakyReLULayer = LeakyReLU
+SigmoidLayer = Sigmoid
+TanhLayer = Tanh
+DropoutLayer = Dropout

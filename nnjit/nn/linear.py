@@ -1,0 +1,74 @@
+"""``Linear``: a fully connected layer."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nnjit.config import DEFAULT_DTYPE
+from nnjit.graph.tape import Tensor
+from nnjit.nn.module import Module
+from nnjit.nn.parameter import Parameter
+from nnjit.random import generator
+
+INITS = ("glorot_uniform", "torch")
+
+
+class Linear(Module):
+    r"""Fully connected layer: :math:`y = x W^T + b`.
+
+    Args:
+        in_features: size of each input row.
+        out_features: size of each output row.
+        bias: learn an additive bias (default True).
+        init: ``"glorot_uniform"`` (default; Glorot & Bengio 2010, :math:`U(-a, a)` with
+            :math:`a = \sqrt{6 / (in + out)}`, zero bias) or ``"torch"`` (PyTorch's default:
+            weight and bias :math:`U(-1/\sqrt{in}, 1/\sqrt{in})`).
+
+    Shapes:
+        input ``(B, in_features)``, output ``(B, out_features)``; ``weight`` is
+        ``(out_features, in_features)`` and ``bias`` ``(out_features,)``, as in PyTorch.
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 init: str = "glorot_uniform"):
+        super().__init__()
+        for arg, value in (("in_features", in_features), ("out_features", out_features)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"Linear: {arg} must be a positive int, got {value!r}")
+        if init not in INITS:
+            raise ValueError(f"Linear: unknown init {init!r}; valid: {', '.join(INITS)}")
+        self.in_features = int(in_features)
+        self.out_features = int(out_features)
+        self.init = init
+        rng = generator()
+        if init == "glorot_uniform":
+            limit = math.sqrt(6.0 / (in_features + out_features))
+            w = rng.uniform(-limit, limit, (out_features, in_features))
+            b = np.zeros(out_features)
+        else:
+            limit = 1.0 / math.sqrt(in_features)
+            w = rng.uniform(-limit, limit, (out_features, in_features))
+            b = rng.uniform(-limit, limit, out_features)
+        self.weight = Parameter(w.astype(DEFAULT_DTYPE))
+        self.bias = Parameter(b.astype(DEFAULT_DTYPE)) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.cols != self.in_features:
+            raise ValueError(
+                f"Linear '{self._path or 'Linear'}': expected input with {self.in_features} "
+                f"features, got {'array' if x.spec.batch else 'tensor'} of shape "
+                f"({int(x.rows)}, {x.cols})"
+            )
+        tape = x.tape
+        w = tape.parameter(self.weight, self._param_name("weight"))
+        b = tape.parameter(self.bias, self._param_name("bias")) if self.bias is not None else None
+        return tape.dense(x, w, b)
+
+    def _param_name(self, name: str) -> str:
+        return f"{self._path}.{name}" if self._path else name
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")

@@ -1,0 +1,34 @@
+"""``Parameter``: a trainable array owned by a module."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nnjit.config import DEFAULT_DTYPE
+
+
+class Parameter:
+    """A trainable array.
+
+    Before compilation ``data`` is the module's own array; once a trainer lays the model out,
+    ``data`` becomes a view into the arena (training updates it in place) and ``grad`` a view into
+    the gradient arena. Assigning to ``param.data[...]`` writes through to the arena.
+    """
+
+    __slots__ = ("data", "grad")
+
+    def __init__(self, data):
+        self.data = np.array(data, dtype=DEFAULT_DTYPE if np.asarray(data).dtype.kind != "f"
+                             else np.asarray(data).dtype, copy=True)
+        self.grad = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    def __repr__(self) -> str:
+        return f"Parameter(shape={self.data.shape}, dtype={self.data.dtype})"

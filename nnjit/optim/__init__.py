@@ -1,0 +1,23 @@
+"""Optimizers, sorted by increasing complexity, and a factory."""
+
+from nnjit.optim.adam import Adam as Adam
+from nnjit.optim.adamw import AdamW as AdamW
+from nnjit.optim.base import Optimizer as Optimizer
+from nnjit.optim.rmsprop import RMSprop as RMSprop
+from nnjit.optim.sgd import SGD as SGD
+
+OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop}
+
+
+def get_optimizer(identifier, **kwargs) -> Optimizer:
+    """An optimizer from an instance, a class or a name (``"adam"``, ``"sgd"``, ...)."""
+    if isinstance(identifier, Optimizer):
+        return identifier
+    if isinstance(identifier, type) and issubclass(identifier, Optimizer):
+        return identifier(**kwargs)
+    if isinstance(identifier, str) and identifier.lower() in OPTIMIZERS:
+        return OPTIMIZERS[identifier.lower()](**kwargs)
+    raise ValueError(
+        f"Could not interpret optimizer identifier: {identifier!r}; valid names: "
+        f"{', '.join(OPTIMIZERS)}"
+    )
