@@ -182,7 +182,7 @@ def _forward_op(i, training, write_grad, rows, records, slots, hyper, values, gr
     elif op == _DROPOUT:
         x = _flat(values, slots, a, rows)
         y = _flat(values, slots, o, rows)
-        if training and hyper[h] > 0.0:
+        if training:  # p == 0 still writes a mask of ones, which backward uses
             ke.dropout_forward(x, y, _flat(values, slots, b, rows), hyper[h], rng)
         else:
             for k in range(x.size):
@@ -500,6 +500,5 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                 return st.DONE, -1
             _end_epoch(cfg, state, history, params, best, opt_hyper, n_val)
             epochs_this_call += 1
-            if (cfg[C_CHUNK] > 0 and epochs_this_call >= cfg[C_CHUNK]
-                    and state[ST_STOPPED] == 0.0 and state[ST_EPOCH] < cfg[C_EPOCHS]):
-                return st.PAUSED, -1
+            if cfg[C_CHUNK] > 0 and epochs_this_call >= cfg[C_CHUNK]:
+                return st.PAUSED, -1  # also after the last epoch, before the best is restored

@@ -73,7 +73,8 @@ class OpSpec:
         opcode: the enum member.
         arity: number of array inputs (excluding auxiliary slots such as the dropout mask).
         hyper: names of the float hyperparameters stored in the hyper table (aux0, aux1, ...).
-        ref: NumPy reference ``ref(*inputs, **hyper) -> output`` in float64.
+        ref: NumPy reference ``ref(*inputs, **hyper) -> output`` in float64 (for losses:
+            ``ref(prediction, target) -> mean loss``).
         differentiable: whether backward produces input gradients.
         sample_hyper: hyperparameter values used by the generic tests.
         input_domain: (low, high) range of generated input values (e.g. away from kinks).
@@ -90,6 +91,13 @@ class OpSpec:
 
 def _sigmoid(x):
     return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _softmax_ce(logits, labels):
+    """Mean cross-entropy of integer ``labels`` (N,) under softmax(``logits``) (N, C)."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    return -np.mean(log_p[np.arange(len(labels)), labels.astype(int)])
 
 
 def _gelu(x):
@@ -137,9 +145,13 @@ SPECS: dict[Opcode, OpSpec] = {
             hyper=("p",),
             sample_hyper={"p": 0.0},
         ),
-        OpSpec(Opcode.SOFTMAX_CE, 2, None, differentiable=True),
-        OpSpec(Opcode.MSE, 2, None, differentiable=True),
-        OpSpec(Opcode.BCE_WITH_LOGITS, 2, None, differentiable=True),
+        OpSpec(Opcode.SOFTMAX_CE, 2, lambda z, t: _softmax_ce(z, t)),
+        OpSpec(Opcode.MSE, 2, lambda p, t: np.mean((p - t) ** 2)),
+        OpSpec(
+            Opcode.BCE_WITH_LOGITS,
+            2,
+            lambda z, t: np.mean(np.logaddexp(0.0, z) - z * t),
+        ),
         OpSpec(Opcode.PYTHON_OP, 0, None, differentiable=True),
     ]
 }

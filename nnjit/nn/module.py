@@ -14,7 +14,7 @@ from typing import Iterator
 
 import numpy as np
 
-from nnjit.graph.tape import Tensor, current_tape
+from nnjit.graph.tape import Tape, Tensor, current_tape
 from nnjit.nn.parameter import Parameter
 
 MSG_NO_SUPER_INIT = (
@@ -167,18 +167,18 @@ class Module:
 
     def __call__(self, *args):
         self._check_init()
-        tape = current_tape()
-        if tape is None:
-            if args and isinstance(args[0], Tensor):
-                tape = args[0].tape
-            elif len(args) > 1 and isinstance(args[1], Tensor):
-                tape = args[1].tape
-            else:
-                raise TypeError(
-                    f"{type(self).__name__} is called on symbolic tensors while a trainer traces "
-                    "the model; to run it on data use Trainer.predict(X) or model.predict(X)"
-                )
-        if _takes_tape(type(self)) and not (args and args[0] is tape):
+        passed_tape = args[0] if args and isinstance(args[0], Tape) else None
+        if passed_tape is not None:
+            args = args[1:]
+        tape = passed_tape or current_tape()
+        if tape is None and args and isinstance(args[0], Tensor):
+            tape = args[0].tape
+        if tape is None or not all(isinstance(a, Tensor) for a in args):
+            raise TypeError(
+                f"{type(self).__name__} is called on symbolic tensors while a trainer traces "
+                "the model; to run it on data use Trainer.predict(X) or model.predict(X)"
+            )
+        if _takes_tape(type(self)):
             args = (tape,) + args
         with tape.owner(self._path or type(self).__name__):
             return self.forward(*args)

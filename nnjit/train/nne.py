@@ -68,12 +68,25 @@ _CHUNK = 1 << 24  # read the payload in 16 MiB pieces
 
 
 class NNEFormatError(ValueError):
-    """A file is not a valid ``.nne`` file; ``path`` is the offending file."""
+    """A file is not a valid ``.nne`` file.
 
-    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
-        self.path = os.fspath(path)
-        self.reason = reason
-        super().__init__(f"{self.path}: {reason}")
+    ``NNEFormatError(path, reason)`` gives the message ``"<path>: <reason>"`` and sets ``path`` and
+    ``reason``; ``NNEFormatError(message)`` takes a ready message (``path`` is then ``None``).
+    """
+
+    def __init__(self, path_or_message: str | os.PathLike[str], reason: str | None = None) -> None:
+        if reason is None:
+            self.path: str | None = None
+            self.reason = str(path_or_message)
+            super().__init__(self.reason)
+        else:
+            self.path = os.fspath(path_or_message)
+            self.reason = reason
+            super().__init__(f"{self.path}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        args = (self.reason,) if self.path is None else (self.path, self.reason)
+        return (type(self), args)
 
 
 class StateMismatchError(ValueError):
@@ -108,6 +121,9 @@ class StateMismatchError(ValueError):
                 f"    {name!r}: expected {exp}, got {got}" for name, exp, got in mismatched
             )
         super().__init__("\n".join(lines))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.where, self.missing, self.unexpected, self.mismatched))
 
 
 def _plural(n: int, word: str, plural: str | None = None) -> str:

@@ -8,6 +8,7 @@ import pandas as pd
 from nnjit.config import DEFAULT_DTYPE, SUPPORTED_DTYPES
 from nnjit.data.loader import DataLoader, check_features
 from nnjit.graph import interpreter as it
+from nnjit.graph import status as st
 from nnjit.graph.arena import S_OFFSET, S_ROWS, S_COLS
 from nnjit.graph.program import Program
 from nnjit.graph.tape import Tape, Tensor
@@ -72,7 +73,6 @@ class Trainer:
         self.seed = next_seed() if seed is None else int(seed)
         self.program: Program | None = None
         self.history_: pd.DataFrame | None = None
-        self._fitted = False
         self._state = np.zeros(it.STATE_WIDTH, dtype=np.float64)
         self._cfg = np.zeros(it.CONFIG_WIDTH, dtype=np.float64)
 
@@ -269,18 +269,19 @@ class Trainer:
             return all(cb(frame) is not False for cb in callbacks)
 
         self.model.train()
+        status = None
         try:
             with single_threaded_blas():
-                program.run(it.TASK_FIT, X, Y, Xv, Yv, perm, cfg, opt_hyper,
+                status = program.run(it.TASK_FIT, X, Y, Xv, Yv, perm, cfg, opt_hyper,
                             self.optimizer.state, self._reg_spans, state, self._best, history,
                             self._empty(1), on_pause=on_epoch if per_epoch else None)
         finally:
             self.optimizer.iterations = int(state[it.ST_STEP])
             self.model.eval()
-            self._fitted = True
             self.history_ = self._history_frame(history, state, monitor)
-        if state[it.ST_JOB] >= 0:  # stopped by a callback mid-run: keep the best weights rule
+        if status == st.PAUSED:  # a callback stopped training: apply the best-weights rule
             it._restore_best(cfg, state, program.params, self._best)
+            self.history_.attrs["restored_best"] = bool(state[it.ST_RESTORED])
             self.history_.attrs["stop_reason"] = "stopped by a callback"
         if verbose:
             print(_summary_line(self.history_, patience, tol))
@@ -302,8 +303,9 @@ class Trainer:
 
     # -- inference -------------------------------------------------------------------------------
     def _require_fitted(self, what: str) -> None:
-        if not self._fitted or self.program is None:
-            raise RuntimeError(f"Trainer.{what}() called before fit(): train the model first")
+        if self.program is None:
+            raise RuntimeError(f"Trainer.{what}() called before fit(): the model is not compiled "
+                               "or trained yet; call fit() first")
 
     def _check_X(self, X, what: str) -> np.ndarray:
         self._require_fitted(what)

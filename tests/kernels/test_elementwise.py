@@ -1,4 +1,4 @@
-"""Tests for nnjit.kernels.elementwise: references, finite differences, torch, dtypes, no allocation.
+"""Tests for nnjit.kernels.elementwise: references, finite differences, torch, dtypes, allocations.
 
 Measuring NRT allocations with numba 0.68 (used by ``test_no_nrt_allocations*`` below):
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -749,3 +750,22 @@ def test_check_state_with_loaded_file(tmp_path):
     check_state({k: v.shape for k, v in SAMPLE_GROUPS["params"].items()}, params, where=str(path))
     with pytest.raises(StateMismatchError, match="m.nne"):
         check_state({"fc1.weight": (4, 3)}, params, where=str(path))
+
+
+# --------------------------------------------------------------------------------------------
+# the exceptions themselves
+# --------------------------------------------------------------------------------------------
+
+
+def test_exceptions_construct_and_copy():
+    err = NNEFormatError("/a/b.nne", "file is corrupt")
+    assert str(err) == "/a/b.nne: file is corrupt" and err.path == "/a/b.nne"
+    assert err.reason == "file is corrupt"
+    ready = NNEFormatError("/a/b.nne: no 'params' group")  # a ready-made message also works
+    assert str(ready) == "/a/b.nne: no 'params' group" and ready.path is None
+    assert isinstance(err, ValueError) and isinstance(ready, ValueError)
+    mismatch = StateMismatchError("x.nne", ["a"], ["b"], [("c", (1,), (2,))])
+    for e in (err, ready, mismatch):  # deepcopy goes through __reduce__, like multiprocessing
+        clone = copy.deepcopy(e)
+        assert type(clone) is type(e) and str(clone) == str(e)
+    assert copy.deepcopy(mismatch).mismatched == [("c", (1,), (2,))]
