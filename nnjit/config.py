@@ -2,7 +2,7 @@
 
 import numpy as np
 
-#: LLVM fast-math flags used by every compiled function. Deliberately *not* ``fastmath=True``:
+#: LLVM fast-math flags used by every compiled function. Deliberately *not* fast-math "True":
 #: that adds ``nnan``/``ninf``, under which LLVM folds ``isnan``/``isfinite`` to constants and
 #: NaN detection (early stopping on divergence) silently stops working.
 FASTMATH = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})

@@ -59,7 +59,7 @@ class CrossEntropyLoss(Loss):
                         f"got dtype {y.dtype} with non-integer values"
                     )
             if y.size and (y.min() < 0 or y.max() >= n_outputs):
-                bad = y[(y < 0) | (y >= n_outputs)][0]
+                bad = y[(y < 0) | (y >= n_outputs)][0].item()
                 raise ValueError(
                     f"{where}: label {bad!r} out of range for a model with {n_outputs} outputs "
                     f"(expected integers in [0, {n_outputs}))"
