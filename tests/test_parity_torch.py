@@ -21,6 +21,8 @@ TOL = {np.float32: F32, np.float64: F64}
 TORCH_DTYPE = {np.float32: torch.float32, np.float64: torch.float64}
 
 # (nnjit factory, torch factory) pairs; non-default arguments check they are passed through.
+# Pre-activations here stay well below 20: above it torch's Softplus returns x itself (its
+# ``threshold``), while nnjit keeps x + log1p(exp(-x)), 2e-9 away (see tests/kernels).
 ACTIVATIONS = {
     "relu": (nn.ReLU, torch.nn.ReLU),
     "tanh": (nn.Tanh, torch.nn.Tanh),
@@ -234,25 +236,38 @@ def test_second_fit_continues_the_optimizer_state():
 
 # -- 4. L2 flavours ----------------------------------------------------------------------------
 
+L2_OPTIMIZERS = {  # nnjit optimizer, torch optimizer given its weight_decay
+    "sgd": (lambda: nn.SGD(lr=0.1), lambda p, wd: torch.optim.SGD(p, lr=0.1, weight_decay=wd)),
+    "sgd_momentum": (lambda: nn.SGD(lr=0.1, momentum=0.9),
+                     lambda p, wd: torch.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=wd)),
+    "adam": (lambda: nn.Adam(lr=0.01),
+             lambda p, wd: torch.optim.Adam(p, lr=0.01, weight_decay=wd)),
+}
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_l2_regularizer_is_torch_sgd_weight_decay(dtype):
+@pytest.mark.parametrize("opt", list(L2_OPTIMIZERS))
+def test_l2_regularizer_is_torch_weight_decay(opt, dtype):
+    """L2Regularizer(lam) adds lam*p to every gradient (biases too), not divided by the batch:
+    torch's coupled weight_decay=lam (SGD's, and Adam's, which is also L2 in the gradient)."""
     lam = 0.3
     X, y = data(dtype=dtype)
     model, tmodel = make_pair("relu_tanh", dtype)
-    trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.CrossEntropyLoss(), nn.L2Regularizer(lam),
+    make_ours, make_theirs = L2_OPTIMIZERS[opt]
+    trainer = nn.Trainer(model, make_ours(), nn.CrossEntropyLoss(), nn.L2Regularizer(lam),
                          dtype=dtype)
     history = trainer.fit(nn.DataLoader(X, y, batch_size=len(X), shuffle=False), epochs=2,
                           n_iter_no_change=None, verbose=False)
-    topt = torch.optim.SGD(tmodel.parameters(), lr=0.1, weight_decay=lam)
-    # the reported loss includes the penalty 0.5*lam*||w||^2 over every parameter (biases too)
-    penalties = []
+    topt = make_theirs(tmodel.parameters(), lam)
+    # the reported loss includes the penalty 0.5*lam*||p||^2 over every parameter (biases too)
+    expected = []
     for _ in range(2):
         with torch.no_grad():
-            penalties.append(0.5 * lam * sum(float((p**2).sum()) for p in tmodel.parameters()))
-        losses = torch_epochs(tmodel, topt, torch.nn.CrossEntropyLoss(), X, y, len(X), 1)
-        penalties[-1] += losses[0]
-    assert_params_equal(model, tmodel, TOL[dtype])
-    np.testing.assert_allclose(history["train_loss"], penalties, rtol=TOL[dtype]["rtol"])
+            penalty = 0.5 * lam * sum(float((p**2).sum()) for p in tmodel.parameters())
+        expected.append(torch_epochs(tmodel, topt, torch.nn.CrossEntropyLoss(), X, y, len(X),
+                                     1)[0] + penalty)
+    assert_params_equal(model, tmodel, TOL[dtype], opt)
+    np.testing.assert_allclose(history["train_loss"], expected, rtol=TOL[dtype]["rtol"])
 
 
 def sklearn_penalty(alpha):

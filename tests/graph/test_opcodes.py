@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 import nnjit as nn
 from nnjit.graph.opcodes import ACTIVATIONS, LOSS_OPCODES, SPECS, Opcode
-from nnjit.losses import BCEWithLogitsLoss, CrossEntropyLoss, Loss, MSELoss
+from nnjit.losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
+from tests.helpers import finite_difference_gradients
 
 LOSS_FOR = {Opcode.SOFTMAX_CE: CrossEntropyLoss, Opcode.MSE: MSELoss,
             Opcode.BCE_WITH_LOGITS: BCEWithLogitsLoss}
@@ -88,23 +89,6 @@ def build(opcode, rows, cols, data):
     return model, trainer, arrays, target, hyper
 
 
-def finite_difference(trainer, model, X, target, eps=1e-6):
-    grads = {}
-    for name, p in model.named_parameters():
-        g = np.zeros(p.shape)
-        flat = p.data.reshape(-1)
-        for k in range(flat.size):
-            old = flat[k]
-            flat[k] = old + eps
-            up = trainer.evaluate(X, target)["loss"]
-            flat[k] = old - eps
-            down = trainer.evaluate(X, target)["loss"]
-            flat[k] = old
-            g.reshape(-1)[k] = (up - down) / (2 * eps)
-        grads[name] = g
-    return grads
-
-
 def test_every_opcode_is_covered():
     covered = set(ACTIVATIONS) | set(BINARY) | set(LOSS_OPCODES) | set(SPECIAL)
     missing = set(Opcode) - covered
@@ -134,7 +118,7 @@ def test_forward_matches_reference_and_backward_matches_finite_differences(opcod
     else:
         kwargs = dict(zip(spec.hyper, hyper))
         np.testing.assert_allclose(out, spec.ref(*arrays, **kwargs), rtol=1e-10, atol=1e-12)
-    numeric = finite_difference(trainer, model, X, target)
+    numeric = finite_difference_gradients(trainer, model, X, target)
     for name in grads:
         np.testing.assert_allclose(grads[name], numeric[name], rtol=1e-5, atol=1e-7,
                                    err_msg=f"{opcode.name}: gradient of {name}")
@@ -178,6 +162,6 @@ def test_shared_weight_dense_accumulates():
     rng = np.random.default_rng(0)
     X, Y = rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
     grads = trainer.gradients(X, Y)
-    numeric = finite_difference(trainer, model, X, Y)
+    numeric = finite_difference_gradients(trainer, model, X, Y)
     for name in grads:
         np.testing.assert_allclose(grads[name], numeric[name], rtol=1e-5, atol=1e-8)

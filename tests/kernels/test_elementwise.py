@@ -33,6 +33,7 @@ from scipy import special
 from nnjit.kernels import elementwise as E
 from nnjit.kernels import rng
 from nnjit.kernels._jit import jit
+from tests.helpers import count_allocations
 
 needs_jit = pytest.mark.skipif(numba.config.DISABLE_JIT, reason="inspects compiled code")
 
@@ -492,27 +493,14 @@ def _train_like_steps(x, y, dy, dx, mask, state, k):
 @needs_jit
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_no_nrt_allocations(dtype):
-    from numba.core.runtime import _nrt_python, rtsys
-
     x = np.linspace(-3, 3, 64).astype(dtype)
     y, dy, dx, mask = (np.zeros_like(x) for _ in range(4))
     state = rng.seed_state(0)
     args = (x, y, dy, dx, mask, state)
     _train_like_steps(*args, 1)  # compile outside the measured region
-    was_enabled = _nrt_python.memsys_stats_enabled()
-    _nrt_python.memsys_enable_stats()
-    try:
-        deltas = []
-        for k in (1, 500):
-            before = rtsys.get_allocation_stats()
-            _train_like_steps(*args, k)
-            after = rtsys.get_allocation_stats()
-            deltas.append((after.alloc - before.alloc, after.mi_alloc - before.mi_alloc))
-    finally:
-        if not was_enabled:
-            _nrt_python.memsys_disable_stats()
-    assert deltas[0] == deltas[1], "allocations grow with the number of iterations"
-    assert deltas[0][0] <= len(args), "more allocations than unboxed array arguments"
+    counts = count_allocations(lambda k: _train_like_steps(*args, k), repeats=(1, 500))
+    assert counts[0] == counts[1], "allocations grow with the number of iterations"
+    assert counts[0] <= len(args), "more allocations than unboxed array arguments"
 
 
 @needs_jit

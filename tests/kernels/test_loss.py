@@ -1,9 +1,5 @@
 """Loss kernels: NumPy references, finite differences, PyTorch parity, float32, allocations."""
 
-import os
-import subprocess
-import sys
-import textwrap
 
 import numba
 import numpy as np
@@ -12,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.special import expit
 
+from nnjit.kernels._jit import jit
 from nnjit.kernels.loss import (
     bce_with_logits,
     first_nonfinite,
@@ -20,6 +17,7 @@ from nnjit.kernels.loss import (
     softmax_ce,
     softmax_rows,
 )
+from tests.helpers import count_allocations
 
 # Checks of compiled artefacts (signatures, IR, NRT counters) mean nothing in the
 # NUMBA_DISABLE_JIT=1 coverage run, where the kernels are plain Python.
@@ -373,50 +371,28 @@ def test_float32_call_compiles_a_float32_signature():
 
 # ---------------------------------------------------------------- allocations
 
-_ALLOC_SCRIPT = textwrap.dedent(
-    """
-    import numpy as np
-    from numba.core.runtime import rtsys
-    from nnjit.kernels._jit import jit
-    from nnjit.kernels.loss import (bce_with_logits, first_nonfinite, mse, sigmoid_all,
-                                    softmax_ce, softmax_rows)
-
-    @jit(cache=False)
-    def drive(x, idx, t, g, flat, n):
-        total = 0.0
-        for _ in range(n):
-            total += softmax_ce(x, idx, g, True, 0.1, True)[0]
-            total += softmax_ce(x, t, g, False, 0.1, True)[0]
-            total += mse(x, t, g, 0.1, True)[0]
-            total += bce_with_logits(x, t, g, 0.1, True)[0]
-            softmax_rows(x, g)
-            sigmoid_all(x, g)
-            total += first_nonfinite(flat)
-        return total
-
-    x = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
-    t = np.full_like(x, 0.25)
-    idx = np.zeros((8, 1), np.float32)
-    g = np.empty_like(x)
-    flat = x.ravel()
-    drive(x, idx, t, g, flat, 1)  # compiles, which also starts the runtime and its counters
-    counts = []
-    for n in (1, 50):
-        before = rtsys.get_allocation_stats().alloc
-        drive(x, idx, t, g, flat, n)
-        counts.append(rtsys.get_allocation_stats().alloc - before)
-    print(counts[0], counts[1])
-    """
-)
+@jit(cache=False)
+def _drive_losses(x, idx, t, g, flat, n):
+    total = 0.0
+    for _ in range(n):
+        total += softmax_ce(x, idx, g, True, 0.1, True)[0]
+        total += softmax_ce(x, t, g, False, 0.1, True)[0]
+        total += mse(x, t, g, 0.1, True)[0]
+        total += bce_with_logits(x, t, g, 0.1, True)[0]
+        softmax_rows(x, g)
+        sigmoid_all(x, g)
+        total += first_nonfinite(flat)
+    return total
 
 
 @needs_jit
 def test_loss_kernels_do_not_allocate():
-    env = dict(os.environ, NUMBA_NRT_STATS="1")
-    out = subprocess.run(
-        [sys.executable, "-c", _ALLOC_SCRIPT], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert out.returncode == 0, out.stderr
-    one_call, fifty_calls = map(int, out.stdout.split())
+    x = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+    t = np.full_like(x, 0.25)
+    idx = np.zeros((8, 1), np.float32)
+    g = np.empty_like(x)
+    args = (x, idx, t, g, x.ravel())
+    _drive_losses(*args, 1)  # compile outside the measured region
+    one_call, fifty_calls = count_allocations(lambda k: _drive_losses(*args, k))
     # Only the boxing of the arguments allocates (once per outer call), never the kernels.
     assert one_call == fifty_calls

@@ -1,10 +1,6 @@
 """Optimizer kernels: PyTorch parity, a hand-worked Adam step, L2 penalty, float32, allocations."""
 
-import os
 import re
-import subprocess
-import sys
-import textwrap
 
 import numba
 import numpy as np
@@ -12,6 +8,7 @@ import pytest
 
 from nnjit.kernels._jit import jit
 from nnjit.kernels.optim import adam_update, l2_penalty, rmsprop_update, sgd_update
+from tests.helpers import count_allocations
 
 N = 37  # odd, so vectorised loops run their scalar remainder too
 STEPS = 5
@@ -265,46 +262,25 @@ def test_float32_updates_do_no_float64_arithmetic():
 
 # ---------------------------------------------------------------- allocations
 
-_ALLOC_SCRIPT = textwrap.dedent(
-    """
-    import numpy as np
-    from numba.core.runtime import rtsys
-    from nnjit.kernels._jit import jit
-    from nnjit.kernels.optim import adam_update, l2_penalty, rmsprop_update, sgd_update
-
-    @jit(cache=False)
-    def drive(p, g, a, b, spans, n):
-        total = 0.0
-        for step in range(1, n + 1):
-            sgd_update(p, g, a, 0.01, 0.9, 0.0, True, 0.01, step)
-            sgd_update(p, g, a, 0.01, 0.0, 0.0, False, 0.0, step)
-            adam_update(p, g, a, b, 0.01, 0.9, 0.999, 1e-8, 0.01, True, step)
-            rmsprop_update(p, g, a, b, 0.01, 0.99, 1e-8, 0.0, 0.9, step)
-            total += l2_penalty(p, g, spans, 1e-4)
-        return total
-
-    p = np.ones(100, np.float32)
-    g, a, b = np.full_like(p, 0.1), np.zeros_like(p), np.zeros_like(p)
-    spans = np.array([[0, 30], [50, 40]], np.int64)
-    drive(p, g, a, b, spans, 1)  # compiles, which also starts the runtime and its counters
-    counts = []
-    for n in (1, 50):
-        before = rtsys.get_allocation_stats().alloc
-        drive(p, g, a, b, spans, n)
-        counts.append(rtsys.get_allocation_stats().alloc - before)
-    print(counts[0], counts[1])
-    """
-)
+@jit(cache=False)
+def _drive_optimizers(p, g, a, b, spans, n):
+    total = 0.0
+    for step in range(1, n + 1):
+        sgd_update(p, g, a, 0.01, 0.9, 0.0, True, 0.01, step)
+        sgd_update(p, g, a, 0.01, 0.0, 0.0, False, 0.0, step)
+        adam_update(p, g, a, b, 0.01, 0.9, 0.999, 1e-8, 0.01, True, step)
+        rmsprop_update(p, g, a, b, 0.01, 0.99, 1e-8, 0.0, 0.9, step)
+        total += l2_penalty(p, g, spans, 1e-4)
+    return total
 
 
 @needs_jit
 def test_optimizer_kernels_do_not_allocate():
-    env = dict(os.environ, NUMBA_NRT_STATS="1")
-    out = subprocess.run(
-        [sys.executable, "-c", _ALLOC_SCRIPT], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert out.returncode == 0, out.stderr
-    one_call, fifty_calls = map(int, out.stdout.split())
+    p = np.ones(100, np.float32)
+    g, a, b = np.full_like(p, 0.1), np.zeros_like(p), np.zeros_like(p)
+    args = (p, g, a, b, np.array([[0, 30], [50, 40]], np.int64))
+    _drive_optimizers(*args, 1)  # compile outside the measured region
+    one_call, fifty_calls = count_allocations(lambda k: _drive_optimizers(*args, k))
     # Only the boxing of the arguments allocates (once per outer call), never the kernels
     # (l2_penalty's span slices are views, not copies).
     assert one_call == fifty_calls

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from nnjit.kernels import rng
 from nnjit.kernels._jit import jit
+from tests.helpers import count_allocations
 
 needs_jit = pytest.mark.skipif(numba.config.DISABLE_JIT, reason="inspects compiled code")
 
@@ -245,25 +246,12 @@ def _rng_steps(state, perm, k):
 @needs_jit
 def test_no_nrt_allocations():
     """Steady-state allocation count is zero (recipe documented in test_elementwise.py)."""
-    from numba.core.runtime import _nrt_python, rtsys
-
     state, perm = rng.seed_state(0), np.arange(100, dtype=np.int64)
     _rng_steps(state, perm, 1)  # compile outside the measured region
-    was_enabled = _nrt_python.memsys_stats_enabled()
-    _nrt_python.memsys_enable_stats()
-    try:
-        deltas = []
-        for k in (1, 500):
-            before = rtsys.get_allocation_stats()
-            _rng_steps(state, perm, k)
-            after = rtsys.get_allocation_stats()
-            deltas.append((after.alloc - before.alloc, after.mi_alloc - before.mi_alloc))
-    finally:
-        if not was_enabled:
-            _nrt_python.memsys_disable_stats()
+    counts = count_allocations(lambda k: _rng_steps(state, perm, k), repeats=(1, 500))
     # the only allocations are the per-call MemInfos for the 2 array arguments unboxed from Python
-    assert deltas[0] == deltas[1]
-    assert deltas[0][0] <= 2
+    assert counts[0] == counts[1]
+    assert counts[0] <= 2
 
 
 @needs_jit

@@ -1,0 +1,409 @@
+"""Helpers shared by the benchmarks: timing, medians, subprocesses, JSON, environment, tables.
+
+This module imports only the standard library at the top, so a benchmark child process can
+import it (e.g. for :class:`NumbaCompileProfiler`) without skewing an import-time measurement.
+numba, numpy and threadpoolctl are imported lazily, inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+#: Prefix of the one stdout line a child process uses to hand its JSON result back.
+RESULT_MARKER = "BENCH_RESULT_JSON:"
+
+#: Environment variables that change how numba compiles or runs; removed from child processes
+#: unless a benchmark sets them on purpose.
+_NUMBA_ENV = ("NUMBA_CACHE_DIR", "NUMBA_NRT_STATS", "NUMBA_DISABLE_JIT", "NUMBA_DEBUG",
+              "NUMBA_OPT", "NUMBA_BOUNDSCHECK", "NUMBA_CHROME_TRACE")
+
+
+# -- timing and statistics -----------------------------------------------------------------------
+class Stopwatch:
+    """``with Stopwatch() as sw: ...`` then ``sw.seconds`` (wall, perf_counter) and ``sw.cpu``."""
+
+    def __enter__(self):
+        self._t0 = time.perf_counter()
+        self._c0 = time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self._t0
+        self.cpu = time.process_time() - self._c0
+        return False
+
+
+def summarize(values) -> dict:
+    """``{median, min, max, n, values}`` of the non-None values (all None -> median None)."""
+    vals = [float(v) for v in values if v is not None and not _isnan(v)]
+    if not vals:
+        return {"median": None, "min": None, "max": None, "n": 0, "values": []}
+    return {"median": statistics.median(vals), "min": min(vals), "max": max(vals),
+            "n": len(vals), "values": vals}
+
+
+def _isnan(v) -> bool:
+    try:
+        return math.isnan(v)
+    except TypeError:
+        return False
+
+
+def ratio(a, b):
+    """``a / b`` or None when either is missing or b is 0."""
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def alternate(contenders: dict, repeats: int, on_result=None) -> dict:
+    """Run ``contenders`` (name -> zero-argument callable) as A B C A B C ... ``repeats`` times.
+
+    Interleaving spreads slow drifts of the machine (thermal, other load) over every contender
+    instead of penalising whichever ran last. Returns ``{name: [result of each repeat]}``.
+    """
+    results = {name: [] for name in contenders}
+    for r in range(repeats):
+        for name, fn in contenders.items():
+            out = fn(r)
+            results[name].append(out)
+            if on_result is not None:
+                on_result(name, r, out)
+    return results
+
+
+# -- formatting ----------------------------------------------------------------------------------
+def fmt_time(seconds, unit: str | None = None) -> str:
+    """Seconds as a short string with a unit (``s``, ``ms`` or ``µs``; chosen if not given)."""
+    if seconds is None:
+        return "-"
+    if unit is None:
+        a = abs(seconds)
+        unit = "s" if a >= 1 else ("ms" if a >= 1e-3 else "µs")
+    scale = {"s": 1.0, "ms": 1e3, "µs": 1e6, "us": 1e6}[unit]
+    v = seconds * scale
+    digits = 3 if abs(v) < 10 else (2 if abs(v) < 100 else 1)
+    return f"{v:.{digits}f} {unit}"
+
+
+def fmt_ratio(x) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def fmt_num(x, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, int) or (isinstance(x, float) and x.is_integer() and abs(x) < 1e15):
+        return str(int(x))
+    return f"{x:.{digits}f}"
+
+
+def format_table(headers, rows, title: str | None = None, align=None) -> str:
+    """Plain-text table; ``align`` is a string of ``l``/``r`` per column (default l then r)."""
+    rows = [["" if c is None else str(c) for c in row] for row in rows]
+    headers = [str(h) for h in headers]
+    ncol = len(headers)
+    align = align or ("l" + "r" * (ncol - 1))
+    widths = [max([len(headers[i])] + [len(r[i]) for r in rows if i < len(r)]) for i in range(ncol)]
+
+    def line(cells):
+        out = []
+        for i in range(ncol):
+            c = cells[i] if i < len(cells) else ""
+            out.append(c.ljust(widths[i]) if align[i] == "l" else c.rjust(widths[i]))
+        return "  ".join(out).rstrip()
+
+    sep = "  ".join("-" * w for w in widths)
+    parts = []
+    if title:
+        parts.append(title)
+    parts += [line(headers), sep] + [line(r) for r in rows]
+    return "\n".join(parts)
+
+
+def print_table(headers, rows, title: str | None = None, align=None) -> str:
+    text = format_table(headers, rows, title, align)
+    print(text, flush=True)
+    print(flush=True)
+    return text
+
+
+def summary_cells(s: dict, fmt=fmt_time) -> list[str]:
+    """``[median, min, max]`` cells of a :func:`summarize` dict."""
+    return [fmt(s.get("median")), fmt(s.get("min")), fmt(s.get("max"))]
+
+
+# -- subprocesses --------------------------------------------------------------------------------
+def child_env(**overrides) -> dict:
+    """``os.environ`` without numba knobs, plus ``overrides`` (a value of None removes the key)."""
+    env = {k: v for k, v in os.environ.items() if k not in _NUMBA_ENV}
+    for k, v in overrides.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = str(v)
+    return env
+
+
+def run_child(code: str, env: dict | None = None, timeout: float = 900) -> dict:
+    """Run ``code`` with this interpreter (``python -c``) in the repository root.
+
+    The child prints ``RESULT_MARKER + json`` once; that dict is returned with two extra keys:
+    ``_launch_monotonic`` (``time.monotonic()`` in this process just before the launch; on Linux
+    the monotonic clock is system-wide, so a child's ``time.monotonic()`` can be subtracted from
+    it) and ``_wall_s`` (launch to exit).
+    """
+    launch = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, env=env or child_env(),
+                          capture_output=True, text=True, timeout=timeout)
+    wall = time.monotonic() - launch
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmark child failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
+    if not lines:
+        raise RuntimeError(f"benchmark child printed no result:\n{proc.stdout[-2000:]}\n"
+                           f"{proc.stderr[-2000:]}")
+    result = json.loads(lines[-1][len(RESULT_MARKER):])
+    result["_launch_monotonic"] = launch
+    result["_wall_s"] = wall
+    return result
+
+
+def emit_result(result: dict) -> None:
+    """Child side of :func:`run_child`."""
+    print(RESULT_MARKER + json.dumps(result, default=_json_default), flush=True)
+
+
+@contextlib.contextmanager
+def temp_dir(prefix: str = "nnjit-bench-"):
+    path = tempfile.mkdtemp(prefix=prefix)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def dir_size(path) -> tuple[int, int]:
+    """(number of files, total bytes) under ``path``."""
+    n = size = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            n += 1
+            with contextlib.suppress(OSError):
+                size += os.path.getsize(os.path.join(root, f))
+    return n, size
+
+
+# -- numba compile profiling ---------------------------------------------------------------------
+class NumbaCompileProfiler:
+    """Record numba's compile events and split compile time by function, pass and LLVM.
+
+    ``numba:compile`` (one per dispatcher compile, nested when a function compiles its callees),
+    ``numba:run_pass`` (compiler passes) and ``numba:llvm_lock`` (time spent holding the LLVM
+    lock: IR optimisation and machine-code generation). Times are *exclusive*: a nested compile is
+    charged to the callee, not to its caller's type-inference pass. Install it after numba is
+    imported (installing imports ``numba.core.event``).
+    """
+
+    KINDS = ("numba:compile", "numba:run_pass", "numba:llvm_lock")
+
+    def __init__(self):
+        self.events: list[tuple[float, str, bool, str]] = []
+        self._listener = None
+
+    def __enter__(self):
+        from numba.core import event as ev
+
+        events = self.events
+
+        def name_of(e):
+            data = e.data or {}
+            if e.kind == "numba:compile":
+                d = data.get("dispatcher")
+                fn = getattr(d, "py_func", None)
+                if fn is not None:
+                    return f"{fn.__module__}.{fn.__qualname__}"
+                return str(d)
+            if e.kind == "numba:run_pass":
+                return str(data.get("name", "?"))
+            return "llvm"
+
+        class _Listener(ev.Listener):
+            def on_start(self, e):
+                events.append((time.perf_counter(), e.kind, True, name_of(e)))
+
+            def on_end(self, e):
+                events.append((time.perf_counter(), e.kind, False, ""))
+
+        self._listener = _Listener()
+        for kind in self.KINDS:
+            ev.register(kind, self._listener)
+        return self
+
+    def __exit__(self, *exc):
+        from numba.core import event as ev
+
+        for kind in self.KINDS:
+            ev.unregister(kind, self._listener)
+        return False
+
+    def summary(self, top: int = 6) -> dict:
+        total = defaultdict(float)  # wall time with at least one event of the kind open
+        exclusive = {k: defaultdict(float) for k in self.KINDS}
+        count = defaultdict(int)
+        stacks = {k: [] for k in self.KINDS}
+        last = {}
+        outer = {}
+        for t, kind, start, name in self.events:
+            st = stacks[kind]
+            if start:
+                if st:
+                    exclusive[kind][st[-1]] += t - last[kind]
+                else:
+                    outer[kind] = t
+                st.append(name)
+                count[kind] += 1
+            else:
+                if not st:
+                    continue
+                exclusive[kind][st.pop()] += t - last[kind]
+                if not st:
+                    total[kind] += t - outer[kind]
+            last[kind] = t
+
+        def ranked(kind):
+            items = sorted(exclusive[kind].items(), key=lambda kv: -kv[1])
+            return [[n, s] for n, s in items[:top]]
+
+        return {
+            "compile_s": total["numba:compile"],
+            "llvm_s": total["numba:llvm_lock"],
+            "n_compiles": count["numba:compile"],
+            "top_functions": ranked("numba:compile"),
+            "top_passes": ranked("numba:run_pass"),
+        }
+
+
+# -- environment ---------------------------------------------------------------------------------
+def cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def loadavg():
+    with contextlib.suppress(OSError, AttributeError):
+        return list(os.getloadavg())
+    return None
+
+
+def blas_info() -> list[dict]:
+    """Loaded BLAS libraries in this process (threadpoolctl), without huge fields."""
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return []
+    keep = ("user_api", "internal_api", "prefix", "version", "num_threads", "threading_layer",
+            "architecture", "filepath")
+    return [{k: lib.get(k) for k in keep} for lib in threadpool_info()
+            if lib.get("user_api") == "blas"]
+
+
+def package_versions(*names) -> dict:
+    from importlib import metadata
+
+    out = {}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            out[n] = None
+    return out
+
+
+def environment_info(**extra) -> dict:
+    """Versions, CPU, core counts, git revision and ``extra``; imports numba and numpy."""
+    import numba
+    import numpy
+
+    info = {
+        "python": sys.version.split()[0],
+        "python_executable": sys.executable,
+        "numba": numba.__version__,
+        "numpy": numpy.__version__,
+        "llvmlite": package_versions("llvmlite")["llvmlite"],
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "git_revision": git_revision(),
+    }
+    info.update(extra)
+    return info
+
+
+def git_revision() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT,
+                             capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+def _json_default(o):
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        np = None
+    if np is not None:
+        if isinstance(o, np.integer):
+            return int(o)
+        if isinstance(o, np.floating):
+            return float(o)
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def write_json(name_or_path, data: dict) -> Path:
+    """Write ``data`` to ``benchmarks/results/<name>.json`` (or to a given path); returns it."""
+    path = Path(name_or_path)
+    if path.suffix != ".json":
+        path = RESULTS_DIR / f"{name_or_path}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"written_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), **data}
+    tmp = path.with_suffix(".json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, default=_json_default, allow_nan=False)
+        f.write("\n")
+    os.replace(tmp, path)
+    return path
