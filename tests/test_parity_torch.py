@@ -112,7 +112,7 @@ def test_forward_matches_torch(arch, dtype):
 # -- 2. gradients ------------------------------------------------------------------------------
 
 def _targets(kind, y, n, dtype):
-    """(nnjit targets, torch loss, torch targets, model outputs) for a loss kind."""
+    """(nnjit targets, nnjit loss, torch loss, torch targets, number of outputs) for a kind."""
     rng = np.random.default_rng(2)
     if kind == "ce_index":
         return y, nn.CrossEntropyLoss(), torch.nn.CrossEntropyLoss(), t(y), 3
