@@ -174,7 +174,8 @@ def run_child(code: str, env: dict | None = None, timeout: float = 900) -> dict:
                           capture_output=True, text=True, timeout=timeout)
     wall = time.monotonic() - launch
     if proc.returncode != 0:
-        raise RuntimeError(f"benchmark child failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
+        raise RuntimeError(f"benchmark child failed (exit {proc.returncode}):\n"
+                           f"{proc.stderr[-4000:]}")
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(RESULT_MARKER)]
     if not lines:
         raise RuntimeError(f"benchmark child printed no result:\n{proc.stdout[-2000:]}\n"
@@ -210,24 +211,55 @@ def dir_size(path) -> tuple[int, int]:
     return n, size
 
 
+def import_profile(module: str, env: dict | None = None) -> dict:
+    """``python -X importtime -c "import <module>"``: self time summed per top-level package.
+
+    Returns ``{"total_s": cumulative time of <module>, "packages": {package: seconds}}``.
+    """
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
+                          cwd=REPO_ROOT, env=env or child_env(), capture_output=True, text=True,
+                          timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"import {module} failed:\n{proc.stderr[-2000:]}")
+    packages = defaultdict(float)
+    total = None
+    for line in proc.stderr.splitlines():
+        if not line.startswith("import time:") or "|" not in line:
+            continue
+        parts = line[len("import time:"):].split("|")
+        try:
+            self_us, cum_us = int(parts[0]), int(parts[1])
+        except ValueError:  # the header line
+            continue
+        name = parts[2].strip()
+        packages[name.split(".")[0]] += self_us / 1e6
+        if name == module:
+            total = cum_us / 1e6
+    return {"total_s": total, "packages": dict(packages)}
+
+
 # -- numba compile profiling ---------------------------------------------------------------------
 class NumbaCompileProfiler:
     """Record numba's compile events and split compile time by function, pass and LLVM.
 
-    ``numba:compile`` (one per dispatcher compile, nested when a function compiles its callees),
-    ``numba:run_pass`` (compiler passes) and ``numba:llvm_lock`` (time spent holding the LLVM
-    lock: IR optimisation and machine-code generation). Times are *exclusive*: a nested compile is
-    charged to the callee, not to its caller's type-inference pass. Install it after numba is
-    imported (installing imports ``numba.core.event``).
+    Listens to ``numba:compile`` (one per dispatcher compile, nested when a function compiles
+    its callees), ``numba:run_pass`` (compiler passes) and ``numba:llvm_lock`` (time holding the
+    LLVM lock: IR optimisation and machine-code generation). Times are *exclusive*: a nested
+    compile is charged to the callee, not to its caller's type-inference pass. It also times
+    numba's on-disk cache (``Cache.load_overload`` / ``save_overload``, patched while active).
+    Install it after numba is imported (installing imports ``numba.core.event``).
     """
 
     KINDS = ("numba:compile", "numba:run_pass", "numba:llvm_lock")
 
     def __init__(self):
         self.events: list[tuple[float, str, bool, str]] = []
+        self.cache = {"load": [0, 0.0], "save": [0, 0.0]}
         self._listener = None
+        self._patched = []
 
     def __enter__(self):
+        from numba.core import caching
         from numba.core import event as ev
 
         events = self.events
@@ -254,23 +286,55 @@ class NumbaCompileProfiler:
         self._listener = _Listener()
         for kind in self.KINDS:
             ev.register(kind, self._listener)
+
+        for op in ("load", "save"):
+            attr = f"{op}_overload"
+            original = getattr(caching.Cache, attr)
+            self._patched.append((caching.Cache, attr, original))
+            setattr(caching.Cache, attr, self._timed(original, self.cache[op]))
         return self
+
+    @staticmethod
+    def _timed(original, acc):
+        depth = [0]
+
+        def wrapper(*args, **kwargs):
+            depth[0] += 1
+            t0 = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if depth[0] == 0:
+                    acc[0] += 1
+                    acc[1] += time.perf_counter() - t0
+
+        return wrapper
 
     def __exit__(self, *exc):
         from numba.core import event as ev
 
         for kind in self.KINDS:
             ev.unregister(kind, self._listener)
+        for cls, attr, original in self._patched:
+            setattr(cls, attr, original)
+        self._patched.clear()
         return False
 
     def summary(self, top: int = 6) -> dict:
         total = defaultdict(float)  # wall time with at least one event of the kind open
         exclusive = {k: defaultdict(float) for k in self.KINDS}
+        fn_llvm = defaultdict(float)  # LLVM-lock time charged to the innermost compiling function
         count = defaultdict(int)
         stacks = {k: [] for k in self.KINDS}
         last = {}
         outer = {}
+        prev_t = None
         for t, kind, start, name in self.events:
+            fstack = stacks["numba:compile"]
+            if prev_t is not None and fstack and stacks["numba:llvm_lock"]:
+                fn_llvm[fstack[-1]] += t - prev_t
+            prev_t = t
             st = stacks[kind]
             if start:
                 if st:
@@ -287,16 +351,17 @@ class NumbaCompileProfiler:
                     total[kind] += t - outer[kind]
             last[kind] = t
 
-        def ranked(kind):
-            items = sorted(exclusive[kind].items(), key=lambda kv: -kv[1])
-            return [[n, s] for n, s in items[:top]]
-
+        functions = sorted(exclusive["numba:compile"].items(), key=lambda kv: -kv[1])[:top]
+        passes = sorted(exclusive["numba:run_pass"].items(), key=lambda kv: -kv[1])[:top]
         return {
             "compile_s": total["numba:compile"],
             "llvm_s": total["numba:llvm_lock"],
             "n_compiles": count["numba:compile"],
-            "top_functions": ranked("numba:compile"),
-            "top_passes": ranked("numba:run_pass"),
+            "cache_loads": self.cache["load"][0], "cache_load_s": self.cache["load"][1],
+            "cache_saves": self.cache["save"][0], "cache_save_s": self.cache["save"][1],
+            # [name, exclusive seconds, of which LLVM seconds]
+            "top_functions": [[n, s, fn_llvm.get(n, 0.0)] for n, s in functions],
+            "top_passes": [[n, s] for n, s in passes],
         }
 
 

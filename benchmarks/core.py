@@ -30,6 +30,7 @@ from benchmarks._common import (
     fmt_num,
     fmt_ratio,
     fmt_time,
+    import_profile,
     loadavg,
     package_versions,
     print_table,
@@ -129,7 +130,8 @@ def cold_compile(workdir: str, runs: int) -> tuple[dict, str | None]:
         os.makedirs(cache)
         r = first_fit_run(cache)
         log(f"  cold run {i + 1}/{runs}: import {fmt_time(r['import_s'])}, "
-            f"first fit {fmt_time(r['first_fit_s'])}, compile {fmt_time(r['compile']['compile_s'])}")
+            f"first fit {fmt_time(r['first_fit_s'])}, "
+            f"compile {fmt_time(r['compile']['compile_s'])}")
         results.append(r)
         last_cache = cache
     return _first_fit_summary(results), last_cache
@@ -140,7 +142,8 @@ def warm_first_fit(cache: str, runs: int) -> dict:
     for i in range(runs):
         r = first_fit_run(cache)
         log(f"  warm run {i + 1}/{runs}: import {fmt_time(r['import_s'])}, "
-            f"first fit {fmt_time(r['first_fit_s'])}, total {fmt_time(r['import_plus_first_fit_s'])}")
+            f"first fit {fmt_time(r['first_fit_s'])}, "
+            f"total {fmt_time(r['import_plus_first_fit_s'])}")
         results.append(r)
     return _first_fit_summary(results)
 
@@ -153,16 +156,35 @@ def _first_fit_summary(runs: list[dict]) -> dict:
     comp = [r["compile"] for r in runs]
     out["compile_s"] = summarize(c["compile_s"] for c in comp)
     out["llvm_s"] = summarize(c["llvm_s"] for c in comp)
-    out["n_compiles"] = summarize(c["n_compiles"] for c in comp)
-    for key in ("top_functions", "top_passes"):  # median over runs of each name's exclusive time
-        names = {n for c in comp for n, _ in c[key]}
-        med = {n: statistics.median([dict(c[key]).get(n, 0.0) for c in comp]) for n in names}
-        out[key] = sorted(([n, s] for n, s in med.items()), key=lambda kv: -kv[1])[:6]
+    out["frontend_s"] = summarize(c["compile_s"] - c["llvm_s"] for c in comp)
+    out["outside_compile_s"] = summarize(r["first_fit_s"] - r["compile"]["compile_s"]
+                                         for r in runs)
+    for k in ("n_compiles", "cache_loads", "cache_load_s", "cache_saves", "cache_save_s"):
+        out[k] = summarize(c[k] for c in comp)
+    # Median over runs of each name's exclusive time (and LLVM part), top 6 by median.
+    for key in ("top_functions", "top_passes"):
+        names = {row[0] for c in comp for row in c[key]}
+        rows = []
+        for n in names:
+            per_run = [next((row for row in c[key] if row[0] == n), None) for c in comp]
+            cols = len(comp[0][key][0]) if comp[0][key] else 2
+            rows.append([n] + [statistics.median([row[i] if row else 0.0 for row in per_run])
+                               for i in range(1, cols)])
+        out[key] = sorted(rows, key=lambda row: -row[1])[:6]
     out["cache_files"] = runs[-1]["cache_files"]
     out["cache_bytes"] = runs[-1]["cache_bytes"]
     out["nnjit_file"] = runs[-1]["nnjit_file"]
     out["runs"] = runs
     return out
+
+
+def import_breakdown(cache: str, runs: int = 3) -> dict:
+    """Where ``import nnjit`` spends its time, per top-level package (median of ``runs``)."""
+    profiles = [import_profile("nnjit", child_env(NUMBA_CACHE_DIR=cache)) for _ in range(runs)]
+    names = {n for p in profiles for n in p["packages"]}
+    med = {n: statistics.median(p["packages"].get(n, 0.0) for p in profiles) for n in names}
+    return {"total_s": summarize(p["total_s"] for p in profiles),
+            "packages": dict(sorted(med.items(), key=lambda kv: -kv[1]))}
 
 
 # -- 4: NRT allocations --------------------------------------------------------------------------
@@ -327,77 +349,93 @@ def steady_state(epochs: int, repeats: int, peers: bool) -> tuple[dict, dict]:
 
 
 # -- report --------------------------------------------------------------------------------------
+def _first_fit_rows(s: dict, cold: bool) -> list[list[str]]:
+    rows = [["import nnjit", *summary_cells(s["import_s"])],
+            ["first fit, 1 epoch" + (" (incl. compile)" if cold else ""),
+             *summary_cells(s["first_fit_s"])]]
+    if cold:
+        rows += [
+            ["  numba compile, all functions", *summary_cells(s["compile_s"])],
+            ["    LLVM optimise + codegen (llvm_lock)", *summary_cells(s["llvm_s"])],
+            ["    numba front end (IR, typing, lowering)", *summary_cells(s["frontend_s"])],
+            ["  outside compile (trace, cache write, run)", *summary_cells(s["outside_compile_s"])],
+            ["  writing the numba cache (overlaps the above)", *summary_cells(s["cache_save_s"])],
+            ["  functions compiled", *summary_cells(s["n_compiles"], fmt_num)],
+            ["process CPU time (start -> end of fit)", *summary_cells(s["cpu_total_s"])],
+            ["  CPU time of the first fit", *summary_cells(s["cpu_first_fit_s"])],
+        ]
+    else:
+        rows += [
+            ["  loading compiled code from the cache", *summary_cells(s["cache_load_s"])],
+            ["  functions loaded from the cache", *summary_cells(s["cache_loads"], fmt_num)],
+            ["  functions compiled (should be 0)", *summary_cells(s["n_compiles"], fmt_num)],
+            ["import + first fit (process start -> end)",
+             *summary_cells(s["import_plus_first_fit_s"])],
+            ["  interpreter startup", *summary_cells(s["startup_s"])],
+            ["  data + model setup", *summary_cells(s["setup_s"])],
+            ["process CPU time (start -> end of fit)", *summary_cells(s["cpu_total_s"])],
+            ["  of which up to the end of import", *summary_cells(s["cpu_import_s"])],
+        ]
+    rows += [["second fit, 1 epoch (same process)", *summary_cells(s["second_fit_s"])],
+             ["  epoch time inside the first fit", *summary_cells(s["epoch_s"])]]
+    return rows
+
+
 def print_report(res: dict) -> None:
-    cfg = res["config"]
-    print(f"nnjit core benchmark -- Digits 64-{HIDDEN}-10, batch {BATCH}, Adam lr {LR}, "
-          f"float32 ({res['environment']['cpu_model']}, "
-          f"{res['environment']['cpu_affinity']} cores)\n", flush=True)
-
-    def first_fit_rows(s, cold):
-        rows = [["import nnjit", *summary_cells(s["import_s"])],
-                ["first fit, 1 epoch" + (" (incl. compile)" if cold else ""),
-                 *summary_cells(s["first_fit_s"])]]
-        if cold:
-            rows += [
-                ["  numba compile (all functions)", *summary_cells(s["compile_s"])],
-                ["    of which LLVM (llvm_lock held)", *summary_cells(s["llvm_s"])],
-                ["  functions compiled", *summary_cells(s["n_compiles"], fmt_num)],
-                ["process CPU time (start -> end of fit)", *summary_cells(s["cpu_total_s"])],
-                ["  CPU time of the first fit", *summary_cells(s["cpu_first_fit_s"])],
-            ]
-        else:
-            rows += [["import + first fit (process start -> end)",
-                      *summary_cells(s["import_plus_first_fit_s"])],
-                     ["  interpreter startup", *summary_cells(s["startup_s"])],
-                     ["  data + model setup", *summary_cells(s["setup_s"])],
-                     ["  functions compiled (should be 0)", *summary_cells(s["n_compiles"], fmt_num)],
-                     ["process CPU time (start -> end of fit)", *summary_cells(s["cpu_total_s"])]]
-        rows += [["second fit, 1 epoch (same process)", *summary_cells(s["second_fit_s"])],
-                 ["  epoch time inside the first fit", *summary_cells(s["epoch_s"])]]
-        return rows
-
+    env = res["environment"]
+    print(f"nnjit core benchmark -- Digits 64-{HIDDEN}-10, batch {BATCH}, Adam lr {LR}, float32"
+          f" ({env['cpu_model']}, {env['cpu_affinity']} usable cores)\n", flush=True)
+    head = ["", "median", "min", "max"]
     if "cold_compile" in res:
         s = res["cold_compile"]
-        print_table(["", "median", "min", "max"], first_fit_rows(s, True),
-                    f"1. Cold compile: fresh process, empty NUMBA_CACHE_DIR "
-                    f"({s['import_s']['n']} runs)")
-        rows = [[n.replace("nnjit.", ""), fmt_time(t)] for n, t in s["top_functions"]]
-        print_table(["function (exclusive compile time)", "median"], rows,
-                    "   Where compile time goes: functions")
+        print_table(head, _first_fit_rows(s, True),
+                    f"1. Cold compile: fresh process, empty NUMBA_CACHE_DIR ({s['import_s']['n']}"
+                    f" runs; cache afterwards: {s['cache_files']} files, "
+                    f"{s['cache_bytes'] / 1e6:.1f} MB)")
+        rows = [[n.replace("nnjit.", ""), fmt_time(t), fmt_time(llvm)]
+                for n, t, llvm in s["top_functions"]]
+        print_table(["function (exclusive of callees)", "compile", "of which LLVM"], rows,
+                    "   Compile time by function (medians)")
         rows = [[n, fmt_time(t)] for n, t in s["top_passes"]]
-        print_table(["numba pass (exclusive)", "median"], rows, "   ... and compiler passes")
+        print_table(["numba pass [function] (exclusive)", "time"], rows,
+                    "   Compile time by compiler pass (medians; native_lowering includes LLVM)")
     if "warm_first_fit" in res:
         s = res["warm_first_fit"]
-        print_table(["", "median", "min", "max"], first_fit_rows(s, False),
+        print_table(head, _first_fit_rows(s, False),
                     f"2. Warm first fit: fresh process, populated cache "
                     f"({s['import_s']['n']} runs)")
+        ib = s.get("import_breakdown")
+        if ib:
+            rows = [[n, fmt_time(t)] for n, t in list(ib["packages"].items())[:6]]
+            print_table(["package", "self time"], rows,
+                        f"   import nnjit by package (-X importtime, median of "
+                        f"{ib['total_s']['n']}; total {fmt_time(ib['total_s']['median'])})")
     if "steady_state" in res:
         s = res["steady_state"]
         rows = []
         for name, e in s["contenders"].items():
+            pe = e["per_epoch_s"]
             rows.append([name, fmt_time(e["epoch_median_s"]["median"], "ms"),
-                         *[fmt_time(v, "ms") for v in summary_cells(e["per_epoch_s"], lambda x: x)],
-                         fmt_ratio(e["ratio_vs_nnjit"]),
+                         fmt_time(pe["median"], "ms"), fmt_time(pe["min"], "ms"),
+                         fmt_time(pe["max"], "ms"), fmt_ratio(e["ratio_vs_nnjit"]),
                          fmt_num(e["accuracy"]["median"])])
         for name, msg in s["skipped"].items():
             rows.append([name, msg])
         print_table(["contender", "epoch timer", "wall/epoch", "min", "max", "vs nnjit",
                      "test acc"], rows,
-                    f"3. Steady state: ms per epoch, {s['epochs']} epochs x {s['repeats']} "
-                    f"repeats, medians ({s['n_train']} train rows, {s['steps_per_epoch']} "
-                    f"steps/epoch)")
+                    f"3. Steady state per epoch: {s['epochs']} epochs x {s['repeats']} repeats, "
+                    f"medians ({s['n_train']} train rows, {s['steps_per_epoch']} steps/epoch)")
     if "nrt" in res:
-        n = res["nrt"]
         rows = [[k, fmt_num(v["alloc_2"]), fmt_num(v["alloc_12"]), fmt_num(v["per_epoch"])]
-                for k, v in n.items() if isinstance(v, dict)]
+                for k, v in res["nrt"].items() if isinstance(v, dict)]
         print_table(["fit", "allocs, 2 epochs", "allocs, 12 epochs", "per epoch"], rows,
                     "4. NRT allocations (NUMBA_NRT_STATS=1)")
-    env = res["environment"]
     blas = env.get("blas_threads", {})
-    libs = ", ".join(f"{b.get('internal_api')} {b.get('version')}" for b in blas.get("libraries", []))
+    libs = ", ".join(f"{b.get('internal_api')} {b.get('version')}"
+                     for b in blas.get("libraries", []))
+    v = env["versions"]
     rows = [["python / numba / numpy", f"{env['python']} / {env['numba']} / {env['numpy']}"],
-            ["scikit-learn / torch", f"{env['versions'].get('scikit-learn')} / "
-                                     f"{env['versions'].get('torch')}"],
+            ["scikit-learn / torch", f"{v.get('scikit-learn')} / {v.get('torch')}"],
             ["CPU", f"{env['cpu_model']} ({env['cpu_count']} logical, "
                     f"{env['cpu_affinity']} usable)"],
             ["load average before", " ".join(f"{x:.2f}" for x in env["loadavg_before"] or [])],
@@ -407,8 +445,36 @@ def print_report(res: dict) -> None:
             ["BLAS libraries", libs or "-"],
             ["git revision", str(env.get("git_revision"))],
             ["benchmark wall time", fmt_time(res["benchmark_wall_s"])]]
-    print_table(["", ""], rows, "5. Environment", align="ll")
-    print(f"config: {cfg}", flush=True)
+    print_table(["item", "value"], rows, "5. Environment", align="ll")
+    for w in res.get("warnings", []):
+        print(f"WARNING: {w}", flush=True)
+
+
+def _warnings(res: dict) -> list[str]:
+    out = []
+    env = res["environment"]
+    cores = env.get("cpu_affinity") or env.get("cpu_count") or 1
+    # Only the load before the start: the benchmark itself adds about 1 to the load after.
+    before = (env.get("loadavg_before") or [0])[0]
+    if before > 0.5 * cores:
+        out.append(f"1-minute load average was {before:.2f} on {cores} cores at the start: other "
+                   "processes may have competed for the CPU (compare CPU and wall times)")
+    cold = res.get("cold_compile")
+    if cold and cold["cpu_first_fit_s"]["median"] and cold["first_fit_s"]["median"]:
+        share = cold["cpu_first_fit_s"]["median"] / cold["first_fit_s"]["median"]
+        if share < 0.85:
+            out.append(f"cold first fit got only {share:.0%} of a CPU (CPU time / wall time): "
+                       "the machine was busy")
+    warm = res.get("warm_first_fit")
+    if warm and (warm["n_compiles"]["max"] or 0) > 0:
+        out.append("the warm first fit compiled functions: the numba cache was not used")
+    for name, v in (res.get("nrt") or {}).items():
+        if isinstance(v, dict) and v["per_epoch"] != 0:
+            out.append(f"NRT allocations per epoch ({name}): {v['per_epoch']} (expected 0)")
+    inside = (env.get("blas_threads") or {}).get("inside_fit") or []
+    if any(set(c) != {1} for c in inside):
+        out.append(f"BLAS was not single-threaded inside fit: {inside}")
+    return out
 
 
 # -- main ----------------------------------------------------------------------------------------
@@ -443,6 +509,8 @@ def main(argv=None) -> dict:
         if args.warm_runs > 0:
             log(f"2. warm first fit ({args.warm_runs} fresh processes, populated cache)")
             res["warm_first_fit"] = warm_first_fit(cache, args.warm_runs)
+            log("   import breakdown (-X importtime)")
+            res["warm_first_fit"]["import_breakdown"] = import_breakdown(cache)
         log("4. NRT allocations")
         res["nrt"] = nrt_allocations(cache)
         # This process imports nnjit only now, and loads the compiled code from the same cache.
@@ -455,6 +523,7 @@ def main(argv=None) -> dict:
     res["environment"] = environment_info(loadavg_before=load_before, loadavg_after=loadavg(),
                                           blas_threads=blas, versions=versions)
     res["benchmark_wall_s"] = time.perf_counter() - t_start
+    res["warnings"] = _warnings(res)
     print_report(res)
     path = write_json(args.out, res)
     print(f"wrote {path}", flush=True)
