@@ -6,14 +6,18 @@ import os
 
 import numpy as np
 
-from nnjit.train.nne import load_nne, save_nne
+from nnjit.train.nne import NNEFormatError, load_nne, save_nne
 
 PARAMS = "params"
 OPTIMIZER = "optimizer"
 
 
-def save_module(module, path, optimizer=None) -> None:
-    """Write ``module``'s parameters (and the optimizer's state, if given) atomically."""
+RNG = "rng"
+
+
+def save_module(module, path, optimizer=None, rng_state=None, shuffle_order=None) -> None:
+    """Write ``module``'s parameters atomically, with the optimizer's state, the trainer's
+    RNG state and its current shuffle order when given (what an exact warm restart needs)."""
     import nnjit
 
     groups = {PARAMS: {n: np.asarray(p.data) for n, p in module.named_parameters()}}
@@ -22,19 +26,26 @@ def save_module(module, path, optimizer=None) -> None:
         groups[OPTIMIZER] = {"state": optimizer.state}
         metadata["optimizer"] = {"class": type(optimizer).__name__,
                                  "iterations": int(optimizer.iterations)}
+    if rng_state is not None:
+        groups[RNG] = {"state": np.asarray(rng_state)}
+        if shuffle_order is not None:
+            groups[RNG]["shuffle_order"] = np.asarray(shuffle_order)
     save_nne(path, groups, metadata)
 
 
-def load_module(module, path) -> dict:
+def load_module(module, path):
     """Load parameters from ``path`` into ``module`` (all mismatches reported at once).
 
-    Returns the file's metadata. Nothing is changed unless every tensor matches.
+    Returns the loaded :class:`~nnjit.train.nne.NNEFile` (metadata and any optimizer / RNG
+    groups). Nothing is changed unless every tensor matches.
     """
     nne = load_nne(path)
-    params = nne.groups.get(PARAMS)
-    if params is None:
-        from nnjit.train.nne import NNEFormatError
+    module.load_state_dict(params_group(nne, path), where=os.fspath(path))
+    return nne
 
+
+def params_group(nne, path) -> dict:
+    """The parameter tensors of a loaded file, or a clear error naming the file."""
+    if PARAMS not in nne.groups:
         raise NNEFormatError(f"{os.fspath(path)}: no '{PARAMS}' group in this .nne file")
-    module.load_state_dict(params, where=os.fspath(path))
-    return nne.metadata
+    return nne.groups[PARAMS]

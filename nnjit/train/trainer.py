@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from nnjit.config import DEFAULT_DTYPE, SUPPORTED_DTYPES
 from nnjit.data.loader import DataLoader, check_features
@@ -20,6 +21,9 @@ from nnjit.optim.adam import Adam
 from nnjit.random import next_seed
 from nnjit.regularizers import Regularizer
 from nnjit.train.threads import single_threaded_blas
+
+if TYPE_CHECKING:  # pandas costs ~100 ms at import; it is loaded when the first history is built
+    import pandas as pd
 
 MONITORS = {
     "val_loss": it.MONITOR_VAL_LOSS,
@@ -72,9 +76,11 @@ class Trainer:
             raise ValueError(f"Trainer: dtype must be float32 or float64, got {self.dtype}")
         self.seed = next_seed() if seed is None else int(seed)
         self.program: Program | None = None
-        self.history_: pd.DataFrame | None = None
+        self.history_: "pd.DataFrame | None" = None
         self._state = np.zeros(it.STATE_WIDTH, dtype=np.float64)
         self._cfg = np.zeros(it.CONFIG_WIDTH, dtype=np.float64)
+        self._perm: np.ndarray | None = None
+        self._pending_rng: np.ndarray | None = None
 
     # -- compilation -----------------------------------------------------------------------------
     def _trace(self, n_features: int, max_batch: int):
@@ -130,6 +136,8 @@ class Trainer:
         old = self.program
         if old is not None:
             program.rng[:] = old.rng
+        elif self._pending_rng is not None:
+            program.rng[:] = self._pending_rng
         self.param_spans = {}
         for name, p in self.model.named_parameters():
             slot = program.param_slots[name]
@@ -259,7 +267,11 @@ class Trainer:
         state[it.ST_BEST_EPOCH] = -1
         state[it.ST_JOB] = -1
         history = np.zeros((epochs, len(it.HISTORY_COLUMNS)), dtype=np.float64)
-        perm = np.arange(len(X), dtype=np.int64)
+        # The shuffle order carries over between fits (and checkpoints), so fitting 4 then 2
+        # epochs is the same as fitting 6.
+        if self._perm is None or len(self._perm) != len(X):
+            self._perm = np.arange(len(X), dtype=np.int64)
+        perm = self._perm
         opt_hyper = self.optimizer.hyper_vector()
 
         def on_epoch():
@@ -288,6 +300,8 @@ class Trainer:
         return self.history_
 
     def _history_frame(self, history, state, monitor) -> pd.DataFrame:
+        import pandas as pd
+
         n = int(state[it.ST_EPOCH])
         frame = pd.DataFrame(history[:n], columns=list(it.HISTORY_COLUMNS))
         frame["epoch"] = frame["epoch"].astype(np.int64)
@@ -394,6 +408,48 @@ class Trainer:
                              self._empty(1))
         self.last_loss_ = state[it.ST_BATCH_LOSS] / len(Xa)
         return {n: np.array(p.grad, copy=True) for n, p in self.model.named_parameters()}
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    def save_checkpoint(self, path) -> None:
+        """Write weights, optimizer state (moments, step count) and RNG state to a ``.nne`` file."""
+        from nnjit.train.checkpoint import save_module
+
+        rng = self.program.rng if self.program is not None else None
+        save_module(self.model, path, optimizer=self.optimizer, rng_state=rng,
+                    shuffle_order=self._perm)
+
+    def load_checkpoint(self, path) -> None:
+        """Restore what :meth:`save_checkpoint` wrote; the model must have the same shape.
+
+        Raises:
+            StateMismatchError: listing every missing, unexpected or mis-shaped tensor.
+            NNEFormatError: the file is not a valid ``.nne`` file.
+        """
+        from nnjit.train.checkpoint import OPTIMIZER, RNG, params_group
+        from nnjit.train.nne import NNEFormatError, load_nne
+
+        nne = load_nne(path)
+        state = nne.groups.get(OPTIMIZER, {}).get("state")
+        if state is not None:  # check everything before changing anything
+            info = nne.metadata.get("optimizer", {})
+            if info.get("class") != type(self.optimizer).__name__:
+                raise NNEFormatError(f"{path}: optimizer state of {info.get('class')}, but this "
+                                     f"trainer uses {type(self.optimizer).__name__}")
+            n_params = self.model.num_parameters()
+            if state.shape != (max(self.optimizer.n_buffers, 1), n_params):
+                raise NNEFormatError(f"{path}: optimizer state has shape {state.shape}, "
+                                     f"expected ({self.optimizer.n_buffers}, {n_params})")
+        self.model.load_state_dict(params_group(nne, path), where=str(path))
+        if state is not None:
+            self.optimizer.state = np.array(state, dtype=self.dtype)
+            self.optimizer.iterations = int(nne.metadata["optimizer"].get("iterations", 0))
+        rng = nne.groups.get(RNG, {})
+        if "shuffle_order" in rng:
+            self._perm = np.array(rng["shuffle_order"], dtype=np.int64)
+        if "state" in rng:
+            self._pending_rng = np.array(rng["state"], dtype=np.int64)
+            if self.program is not None:
+                self.program.rng[:] = self._pending_rng
 
     def __repr__(self) -> str:
         return (f"Trainer(model={type(self.model).__name__}, optimizer={self.optimizer!r}, "

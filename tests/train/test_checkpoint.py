@@ -85,3 +85,47 @@ def test_failed_save_keeps_previous_file(tmp_path, monkeypatch):
         model.save_weights(path)
     assert path.read_bytes() == original
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.nne"]
+
+
+def test_trainer_checkpoint_resumes_exactly(tmp_path):
+    """6 epochs in one go == 4 epochs, checkpoint, new process-like trainer, 2 more epochs."""
+    X, y = nn.datasets.load_iris()
+    X = nn.datasets.standardize(X)
+
+    def make():
+        nn.set_seed(4)
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, 3))
+        return model, nn.Trainer(model, nn.Adam(lr=0.01), seed=9)
+
+    def fit(trainer, epochs):
+        trainer.fit(nn.DataLoader(X, y, batch_size=16), epochs=epochs, n_iter_no_change=None,
+                    verbose=False)
+
+    straight, trainer = make()
+    fit(trainer, 6)
+
+    first, trainer = make()
+    fit(trainer, 4)
+    trainer.save_checkpoint(tmp_path / "ckpt.nne")
+    resumed, trainer = make()
+    trainer.load_checkpoint(tmp_path / "ckpt.nne")
+    assert trainer.optimizer.iterations == 4 * 10
+    fit(trainer, 2)
+    for a, b in zip(straight.parameters(), resumed.parameters()):
+        np.testing.assert_array_equal(a.data, b.data)
+
+
+def test_checkpoint_with_other_optimizer_is_rejected(tmp_path):
+    model, trainer, _ = trained_model()
+    trainer.save_checkpoint(tmp_path / "c.nne")
+    other = nn.Trainer(model, nn.SGD(lr=0.1, momentum=0.9))
+    before = model.state_dict()
+    for p in model.parameters():
+        p.data[...] += 1  # differs from the file: a partial load would show
+    changed = model.state_dict()
+    with pytest.raises(nn.NNEFormatError, match=r"optimizer state of Adam, but this trainer uses "
+                                                r"SGD"):
+        other.load_checkpoint(tmp_path / "c.nne")
+    for name, arr in model.state_dict().items():
+        np.testing.assert_array_equal(arr, changed[name])
+        assert not np.array_equal(arr, before[name])
