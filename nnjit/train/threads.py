@@ -16,35 +16,46 @@ from threadpoolctl import ThreadpoolController
 
 _lock = threading.Lock()
 _depth = 0
-_restore = None
-_controller: ThreadpoolController | None = None
+_saved: list[tuple[object, int]] = []
+_blas_controllers: list | None = None
 
 
-def _get_controller() -> ThreadpoolController:
-    global _controller
-    if _controller is None:
-        _controller = ThreadpoolController()
-    return _controller
+def _controllers() -> list:
+    """threadpoolctl's per-library controllers of the loaded BLAS libraries (found once)."""
+    global _blas_controllers
+    if _blas_controllers is None:
+        controller = ThreadpoolController()
+        _blas_controllers = [c for c in controller.lib_controllers if c.user_api == "blas"]
+    return _blas_controllers
 
 
 @contextlib.contextmanager
 def single_threaded_blas():
-    """Limit every loaded BLAS to one thread; nested and concurrent uses share one limit."""
-    global _depth, _restore
+    """Limit every loaded BLAS to one thread; nested and concurrent uses share one limit.
+
+    Calls each library's own ``set_num_threads`` directly (a few microseconds) instead of
+    ``threadpool_limits``, which re-scans the loaded libraries on every call (~60 us per fit).
+    """
+    global _depth
     with _lock:
         if _depth == 0:
-            _restore = _get_controller().limit(limits=1, user_api="blas")
+            _saved.clear()
+            for c in _controllers():
+                _saved.append((c, c.num_threads))
+                c.set_num_threads(1)
         _depth += 1
     try:
         yield
     finally:
         with _lock:
             _depth -= 1
-            if _depth == 0 and _restore is not None:
-                _restore.restore_original_limits()
-                _restore = None
+            if _depth == 0:
+                for c, n in _saved:
+                    c.set_num_threads(n)
+                _saved.clear()
 
 
 def blas_thread_counts() -> list[int]:
-    """Current thread counts of the loaded BLAS libraries (for tests and benchmarks)."""
-    return [lib["num_threads"] for lib in _get_controller().info() if lib["user_api"] == "blas"]
+    """Current thread counts of the BLAS libraries nnjit pins (those loaded when it was first
+    used: numpy's and scipy's, the one numba calls); for tests and benchmarks."""
+    return [c.num_threads for c in _controllers()]

@@ -303,8 +303,9 @@ class Trainer:
         import pandas as pd
 
         n = int(state[it.ST_EPOCH])
-        frame = pd.DataFrame(history[:n], columns=list(it.HISTORY_COLUMNS))
-        frame["epoch"] = frame["epoch"].astype(np.int64)
+        columns = {name: history[:n, i] for i, name in enumerate(it.HISTORY_COLUMNS)}
+        columns["epoch"] = history[:n, it.H_EPOCH].astype(np.int64)
+        frame = pd.DataFrame(columns, copy=False)
         best = int(state[it.ST_BEST_EPOCH])
         frame.attrs.update(
             monitor=monitor,
