@@ -472,3 +472,80 @@ def write_json(name_or_path, data: dict) -> Path:
         f.write("\n")
     os.replace(tmp, path)
     return path
+
+
+# -- added for benchmarks.scale and benchmarks.memory ---------------------------------------------
+def shared_data_path(name: str) -> Path | None:
+    """Path of ``name`` in the shared data folder (``../shared/data`` beside the repository, or
+    ``$NNJIT_SHARED_DATA``), or None when the file is not there."""
+    roots = [os.environ.get("NNJIT_SHARED_DATA"), REPO_ROOT.parent / "shared" / "data"]
+    for root in roots:
+        if root and (Path(root) / name).is_file():
+            return Path(root) / name
+    return None
+
+
+def rss_now() -> dict:
+    """``{"rss": current resident set size, "peak": peak RSS so far}`` of this process, bytes.
+
+    Current RSS from ``/proc/self/statm`` (None elsewhere); the peak from
+    ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` (kilobytes on Linux, bytes on macOS).
+    """
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    peak = peak if sys.platform == "darwin" else peak * 1024
+    rss = None
+    with contextlib.suppress(OSError, ValueError, IndexError):
+        with open("/proc/self/statm") as f:
+            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return {"rss": rss, "peak": peak}
+
+
+def count_nrt_allocations(run, repeats=(2, 12)) -> list[dict]:
+    """NRT allocations and frees made by ``run(k)`` for each k in ``repeats``, in this process.
+
+    The recipe of ``tests/helpers.py::count_allocations``: numba's allocation statistics are
+    enabled in-process (they are off unless ``NUMBA_NRT_STATS=1``) and restored afterwards. Call
+    ``run`` once before (compile / cache load, layout). Returns ``[{"alloc", "free"}, ...]``.
+    """
+    from numba.core.runtime import _nrt_python, rtsys
+
+    was_enabled = _nrt_python.memsys_stats_enabled()
+    _nrt_python.memsys_enable_stats()
+    try:
+        counts = []
+        for k in repeats:
+            s0 = rtsys.get_allocation_stats()
+            run(k)
+            s1 = rtsys.get_allocation_stats()
+            counts.append({"alloc": s1.alloc - s0.alloc, "free": s1.free - s0.free})
+        return counts
+    finally:
+        if not was_enabled:
+            _nrt_python.memsys_disable_stats()
+
+
+def import_torch_single_thread():
+    """``(torch, None)`` with ``torch.set_num_threads(1)`` applied, or ``(None, reason)``."""
+    try:
+        import torch
+    except ImportError as e:
+        return None, f"skipped: PyTorch not installed ({e})"
+    torch.set_num_threads(1)
+    with contextlib.suppress(RuntimeError):  # only settable before the first parallel op
+        torch.set_num_interop_threads(1)
+    return torch, None
+
+
+def mlp_forward_flops(sizes) -> int:
+    """Matrix-multiply FLOPs of one sample's forward pass through dense layers ``sizes``
+    (e.g. ``(784, 256, 256, 10)``): ``2 * sum(in * out)``; biases and activations not counted."""
+    return 2 * sum(a * b for a, b in zip(sizes[:-1], sizes[1:]))
+
+
+def out_path(out: str, default_name: str) -> str:
+    """``--out`` value: a results name, a ``.json`` path, or a directory (-> ``dir/<name>.json``)."""
+    if out and os.path.isdir(out):
+        return os.path.join(out, f"{default_name}.json")
+    return out or default_name

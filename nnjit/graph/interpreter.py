@@ -37,6 +37,7 @@ from nnjit.kernels import optim as ko
 from nnjit.kernels import rng as kr
 from nnjit.kernels._jit import jit
 from nnjit.kernels.clock import monotonic_ns
+from nnjit.kernels.views import borrow, view1d, view2d
 
 # Tasks.
 TASK_FIT, TASK_EVALUATE, TASK_PREDICT, TASK_GRADIENT = 0, 1, 2, 3
@@ -121,24 +122,21 @@ _ACC = ACCUMULATE
 def _view(buf, slots, s, batch_rows):
     """2-D view of slot ``s`` in ``buf`` with the current batch's row count for batch slots."""
     rows = batch_rows if slots[s, S_FLAGS] & SLOT_BATCH else slots[s, S_ROWS]
-    off = slots[s, S_OFFSET]
-    cols = slots[s, S_COLS]
-    return buf[off : off + rows * cols].reshape(rows, cols)
+    return view2d(buf, slots[s, S_OFFSET], rows, slots[s, S_COLS])
 
 
 @jit
 def _flat(buf, slots, s, batch_rows):
     """1-D view of slot ``s`` in ``buf``."""
     rows = batch_rows if slots[s, S_FLAGS] & SLOT_BATCH else slots[s, S_ROWS]
-    off = slots[s, S_OFFSET]
-    return buf[off : off + rows * slots[s, S_COLS]]
+    return view1d(buf, slots[s, S_OFFSET], rows * slots[s, S_COLS])
 
 
 @jit
 def _scratch_like(scratch, like, needed):
     """A scratch view shaped like ``like`` when ``needed`` (else ``like`` itself, unused)."""
     if needed:
-        return scratch[: like.size].reshape(like.shape[0], like.shape[1])
+        return view2d(scratch, 0, like.shape[0], like.shape[1])
     return like
 
 
@@ -385,6 +383,15 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
     to the state's validation counters; PREDICT writes the output slot for every row of X into
     ``out``; GRADIENT runs forward and backward on all rows of (X, Y) as one batch.
     """
+    # The arrays are passed to kernels thousands of times per epoch: borrow them once, so no
+    # call pays for atomic reference counting (it was a quarter of an Iris epoch).
+    records, slots, hyper, values, grads = (borrow(records), borrow(slots), borrow(hyper),
+                                            borrow(values), borrow(grads))
+    rng, layout, X, Y, Xv, Yv, perm = (borrow(rng), borrow(layout), borrow(X), borrow(Y),
+                                       borrow(Xv), borrow(Yv), borrow(perm))
+    cfg, opt_hyper, opt_state, reg_spans = (borrow(cfg), borrow(opt_hyper), borrow(opt_state),
+                                            borrow(reg_spans))
+    state, best, history, out = borrow(state), borrow(best), borrow(history), borrow(out)
     n_params = layout[L_N_PARAMS]
     params = values[:n_params]
     pgrads = grads[:n_params]

@@ -1,0 +1,391 @@
+"""Memory and threads benchmark: NRT allocations per epoch, peak RSS of a fit, two trainers at once.
+
+Run from the repository root::
+
+    python -m benchmarks.memory            # full run (about 1 minute), tables + results/memory.json
+    python -m benchmarks.memory --quick    # tiny sizes, 1 repeat (smoke test; numbers meaningless)
+
+1. NRT allocations: numba's allocation statistics switched on in this process; the allocation
+   count of a 2-epoch fit and of a 12-epoch fit after a warm-up fit. Per epoch must be 0.
+2. Peak RSS: fresh ``python -c`` processes (sharing this process's numba cache, which the
+   warm-up filled): ``resource.getrusage`` peak and current RSS after the interpreter start,
+   ``import nnjit``, ``import pandas``, data + model, a first 1-epoch fit, a second fit.
+3. Two trainers in two Python threads vs one after the other (same total work): wall time of
+   both fits one after the other / wall time of both running at once (target >= 1.8x).
+
+Workloads: Digits ``64-64-10`` batch 16 (80/20 split seed 0, standardised) and
+``784-256-256-10`` batch 128 on 10,000 synthetic samples. See ``benchmarks/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import inspect
+import os
+import statistics
+import sys
+import threading
+import time
+
+import numpy as np
+
+from benchmarks._common import (
+    alternate,
+    blas_info,
+    child_env,
+    count_nrt_allocations,
+    environment_info,
+    fmt_num,
+    fmt_ratio,
+    fmt_time,
+    loadavg,
+    out_path,
+    package_versions,
+    print_table,
+    ratio,
+    run_child,
+    summarize,
+    write_json,
+)
+
+LR = 0.001
+#: Target of issue 3: two trainers in two threads give >= 1.8x the throughput of sequential fits.
+TARGET_THREAD_RATIO = 1.8
+
+# Data and model of each workload; the RSS child gets the same two functions pasted in.
+def make_workload(nn, np, name, n):
+    """Training data of workload ``name`` ("digits" or "mlp784"; ``n`` = synthetic rows)."""
+    if name == "digits":
+        X, y = nn.datasets.load_digits()
+        X_train, X_test, y_train, y_test = nn.datasets.train_test_split(X, y, 0.2, seed=0)
+        X_train, X_test = nn.datasets.standardize(X_train, X_test)
+        return dict(X=X_train, y=y_train, X_val=X_test, y_val=y_test, sizes=(64, 64, 10),
+                    batch=16)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, 784), dtype=np.float32)
+    y = rng.integers(0, 10, n).astype(np.int64)
+    return dict(X=X, y=y, X_val=None, y_val=None, sizes=(784, 256, 256, 10), batch=128)
+
+
+def make_trainer(nn, w, seed):
+    """A fresh MLP trainer (Adam lr 0.001, cross-entropy) and its DataLoader for workload ``w``."""
+    nn.set_seed(seed)
+    sizes = w["sizes"]
+    layers = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers += [nn.Linear(a, b)] + ([nn.ReLU()] if i < len(sizes) - 2 else [])
+    trainer = nn.Trainer(nn.Sequential(*layers), nn.Adam(lr=0.001), nn.CrossEntropyLoss())
+    return trainer, nn.DataLoader(w["X"], w["y"], batch_size=w["batch"])
+
+
+_WORKLOAD_CODE = "\n" + inspect.getsource(make_workload) + "\n" + inspect.getsource(make_trainer)
+
+WORKLOAD_LABELS = {"digits": "Digits 64-64-10, batch 16",
+                   "mlp784": "784-256-256-10, batch 128"}
+
+RSS_CHILD = """
+from benchmarks._common import NumbaCompileProfiler, emit_result, rss_now
+snap = [("interpreter start", rss_now())]
+import nnjit as nn
+snap.append(("import nnjit", rss_now()))
+import pandas  # fit builds its history as a DataFrame (pandas is imported by the first fit)
+snap.append(("import pandas", rss_now()))
+import numpy as np
+""" + _WORKLOAD_CODE + """
+w = make_workload(nn, np, NAME, N)
+trainer, loader = make_trainer(nn, w, 0)
+snap.append(("data + model built", rss_now()))
+with NumbaCompileProfiler() as prof:
+    trainer.fit(loader, epochs=1, n_iter_no_change=None, verbose=False)
+snap.append(("first fit, 1 epoch (loads compiled code)", rss_now()))
+trainer.fit(loader, epochs=EPOCHS, n_iter_no_change=None, verbose=False)
+snap.append((f"second fit, {EPOCHS} epochs", rss_now()))
+p = trainer.program
+c = prof.summary()
+emit_result(dict(
+    snapshots=snap, n_compiles=c["n_compiles"], cache_loads=c["cache_loads"],
+    arena_bytes=p.values.nbytes + p.grads.nbytes,
+    optimizer_bytes=trainer.optimizer.state.nbytes, best_copy_bytes=trainer._best.nbytes,
+    data_bytes=loader.features(np.float32).nbytes + w["y"].nbytes,
+    n_params=int(p.n_params), n_rows=len(w["X"]),
+))
+"""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _fit(trainer, loader, epochs, val=None):
+    return trainer.fit(loader, epochs=epochs, val=val, n_iter_no_change=None, verbose=False)
+
+
+# -- 1. NRT allocations --------------------------------------------------------------------------
+def nrt_section(nn, workloads: dict) -> dict:
+    cases = {"Digits 64-64-10, batch 16": ("digits", False),
+             "Digits 64-64-10, batch 16, with validation": ("digits", True),
+             "784-256-256-10, batch 128": ("mlp784", False)}
+    out = {}
+    for label, (name, with_val) in cases.items():
+        w = workloads[name]
+        trainer, loader = make_trainer(nn, w, 0)
+        val = (w["X_val"], w["y_val"]) if with_val else None
+        _fit(trainer, loader, 1, val)  # compile / load, lay out
+        two, twelve = count_nrt_allocations(lambda k: _fit(trainer, loader, k, val), (2, 12))
+        out[label] = dict(alloc_2=two["alloc"], alloc_12=twelve["alloc"], free_2=two["free"],
+                          free_12=twelve["free"],
+                          per_epoch=(twelve["alloc"] - two["alloc"]) / 10,
+                          n_rows=len(w["X"]))
+        log(f"   {label}: {out[label]['per_epoch']} allocations per epoch")
+    return out
+
+
+# -- 2. peak RSS ---------------------------------------------------------------------------------
+def rss_section(runs: int, n_784: int, epochs: dict) -> dict:
+    # Keep this process's numba cache (the warm-up filled it), drop other numba knobs.
+    env = child_env(NUMBA_CACHE_DIR=os.environ.get("NUMBA_CACHE_DIR"))
+    out = {}
+    for name in ("digits", "mlp784"):
+        code = f"NAME = {name!r}\nN = {n_784}\nEPOCHS = {epochs[name]}\n" + RSS_CHILD
+        results = []
+        for i in range(runs):
+            r = run_child(code, env=env)
+            r.pop("_launch_monotonic")
+            r["process_wall_s"] = r.pop("_wall_s")
+            results.append(r)
+            log(f"   {name} child {i + 1}/{runs}: peak RSS "
+                f"{r['snapshots'][-1][1]['peak'] / 2**20:.1f} MiB, "
+                f"{r['n_compiles']} functions compiled")
+        stages = [s for s, _ in results[0]["snapshots"]]
+        table = []
+        for k, stage in enumerate(stages):
+            table.append(dict(stage=stage,
+                              rss=summarize(r["snapshots"][k][1]["rss"] for r in results),
+                              peak=summarize(r["snapshots"][k][1]["peak"] for r in results)))
+        first = results[0]
+        out[name] = dict(label=WORKLOAD_LABELS[name], epochs_second_fit=epochs[name],
+                         stages=table, n_rows=first["n_rows"], n_params=first["n_params"],
+                         arena_bytes=first["arena_bytes"], optimizer_bytes=first["optimizer_bytes"],
+                         best_copy_bytes=first["best_copy_bytes"], data_bytes=first["data_bytes"],
+                         n_compiles=summarize(r["n_compiles"] for r in results),
+                         cache_loads=summarize(r["cache_loads"] for r in results),
+                         runs=results)
+    return out
+
+
+# -- 3. two trainers in two threads --------------------------------------------------------------
+def _pair_runner(nn, w, epochs: int, parallel: bool):
+    def run(r: int) -> dict:
+        pair = [make_trainer(nn, w, 1000 + 2 * r + k) for k in range(2)]
+        per_fit = [None, None]
+        histories = [None, None]
+
+        def work(k, barrier=None):
+            if barrier is not None:
+                barrier.wait()
+            t0 = time.perf_counter()
+            histories[k] = _fit(*pair[k], epochs)
+            per_fit[k] = time.perf_counter() - t0
+
+        gc.collect()
+        if parallel:
+            barrier = threading.Barrier(3)
+            threads = [threading.Thread(target=work, args=(k, barrier)) for k in range(2)]
+            for t in threads:
+                t.start()
+            c0 = time.process_time()
+            barrier.wait()
+            t0 = time.perf_counter()
+            for t in threads:
+                t.join()
+        else:
+            c0 = time.process_time()
+            t0 = time.perf_counter()
+            work(0)
+            work(1)
+        wall = time.perf_counter() - t0
+        cpu = time.process_time() - c0
+        epoch_s = statistics.median(float(s) for h in histories for s in h["seconds"])
+        return dict(wall_s=wall, cpu_s=cpu, cpu_per_wall=cpu / wall, fit_s=per_fit,
+                    epoch_median_s=epoch_s)
+    return run
+
+
+def threads_section(nn, workloads: dict, epochs: dict, repeats: int) -> dict:
+    out = {}
+    for name in ("digits", "mlp784"):
+        w = workloads[name]
+        _fit(*make_trainer(nn, w, 0), 1)  # warm-up
+        contenders = {"one after the other": _pair_runner(nn, w, epochs[name], False),
+                      "two threads": _pair_runner(nn, w, epochs[name], True)}
+        log(f"3. {WORKLOAD_LABELS[name]}: 2 trainers x {epochs[name]} epochs, {repeats} repeats, "
+            "alternating")
+        raw = alternate(contenders, repeats,
+                        lambda c, r, o: log(f"   repeat {r + 1} {c}: {fmt_time(o['wall_s'])}"))
+        seq, par = raw["one after the other"], raw["two threads"]
+        entry = {"label": WORKLOAD_LABELS[name], "epochs_each": epochs[name],
+                 "n_rows": len(w["X"]), "repeats": repeats}
+        for key, outs in (("sequential", seq), ("threads", par)):
+            entry[key] = {k: summarize(o[k] for o in outs)
+                          for k in ("wall_s", "cpu_s", "cpu_per_wall", "epoch_median_s")}
+            entry[key]["runs"] = outs
+        entry["ratio_per_repeat"] = summarize(s["wall_s"] / p["wall_s"] for s, p in zip(seq, par))
+        entry["ratio_of_medians"] = ratio(entry["sequential"]["wall_s"]["median"],
+                                          entry["threads"]["wall_s"]["median"])
+        # > 1 when each epoch itself ran slower with two trainers at once (shared cache, memory
+        # bandwidth, another process on the CPU), as opposed to time spent outside compiled code.
+        entry["epoch_slowdown_in_threads"] = ratio(entry["threads"]["epoch_median_s"]["median"],
+                                                   entry["sequential"]["epoch_median_s"]["median"])
+        out[name] = entry
+    return out
+
+
+# -- report --------------------------------------------------------------------------------------
+def _mib(x) -> str:
+    return "-" if x is None else f"{x / 2**20:.1f} MiB"
+
+
+def print_report(res: dict) -> None:
+    env = res["environment"]
+    print(f"nnjit memory and threads benchmark ({env['cpu_model']}, {env['cpu_affinity']} usable "
+          f"cores)\n", flush=True)
+    rows = [[k, fmt_num(v["alloc_2"]), fmt_num(v["alloc_12"]), fmt_num(v["per_epoch"])]
+            for k, v in res["nrt"].items()]
+    print_table(["fit", "allocs, 2 epochs", "allocs, 12 epochs", "per epoch"], rows,
+                "1. NRT allocations (numba allocation statistics, in-process; after a warm-up "
+                "fit)")
+
+    for name, e in res["rss"].items():
+        rows = []
+        prev = None
+        for s in e["stages"]:
+            peak = s["peak"]["median"]
+            rows.append([s["stage"], _mib(s["rss"]["median"]), _mib(peak),
+                         "" if prev is None else _mib(peak - prev)])
+            prev = peak
+        rows.append(["nnjit arrays: arena values + grads", _mib(e["arena_bytes"]), "", ""])
+        rows.append(["  Adam state + best-weights copy",
+                     _mib(e["optimizer_bytes"] + e["best_copy_bytes"]), "", ""])
+        rows.append(["training data (float32 X + y)", _mib(e["data_bytes"]), "", ""])
+        n = e["stages"][0]["peak"]["n"]
+        print_table(["after", "RSS", "peak RSS", "peak grew by"], rows,
+                    f"2. Peak RSS, {e['label']}, {e['n_rows']} rows, {e['n_params']} parameters "
+                    f"(fresh process, medians of {n}; functions compiled: "
+                    f"{fmt_num(e['n_compiles']['max'])})")
+
+    rows = []
+    for name, e in res["threads"].items():
+        for key, label in (("sequential", "one after the other"), ("threads", "two threads")):
+            s = e[key]
+            rows.append([e["label"] if key == "sequential" else "", label,
+                         fmt_time(s["wall_s"]["median"], "ms"), fmt_time(s["wall_s"]["min"], "ms"),
+                         fmt_time(s["wall_s"]["max"], "ms"), fmt_num(s["cpu_per_wall"]["median"], 2),
+                         fmt_time(s["epoch_median_s"]["median"], "ms"),
+                         "" if key == "sequential" else
+                         f"{fmt_ratio(e['ratio_per_repeat']['median'])} "
+                         f"({fmt_ratio(e['ratio_per_repeat']['min'])}-"
+                         f"{fmt_ratio(e['ratio_per_repeat']['max'])})"])
+    print_table(["workload", "how", "wall", "min", "max", "CPU/wall", "epoch", "throughput"],
+                rows, f"3. Two trainers, same total work, medians of {res['config']['repeats']} "
+                "repeats (throughput = sequential wall / threaded wall per repeat, median "
+                "(min-max); epoch = median compiled epoch time)")
+
+    v = env["versions"]
+    rows = [["python / numba / numpy", f"{env['python']} / {env['numba']} / {env['numpy']}"],
+            ["pandas / scipy", f"{v.get('pandas')} / {v.get('scipy')}"],
+            ["CPU", f"{env['cpu_model']} ({env['cpu_count']} logical, "
+                    f"{env['cpu_affinity']} usable)"],
+            ["load average before", " ".join(f"{x:.2f}" for x in env["loadavg_before"] or [])],
+            ["load average after", " ".join(f"{x:.2f}" for x in env["loadavg_after"] or [])],
+            ["BLAS libraries", ", ".join(f"{x.get('internal_api')} {x.get('version')}"
+                                         for x in env.get("blas_libraries", [])) or "-"],
+            ["git revision", str(env.get("git_revision"))],
+            ["benchmark wall time", fmt_time(res["benchmark_wall_s"])]]
+    print_table(["item", "value"], rows, "Environment", align="ll")
+    for w in res.get("warnings", []):
+        print(f"WARNING: {w}", flush=True)
+
+
+def _warnings(res: dict) -> list[str]:
+    out = []
+    env = res["environment"]
+    cores = env.get("cpu_affinity") or env.get("cpu_count") or 1
+    before = (env.get("loadavg_before") or [0])[0]
+    if before > 0.5 * cores:
+        out.append(f"1-minute load average was {before:.2f} on {cores} cores at the start: other "
+                   "processes competed for the CPU (two threads need both cores)")
+    for k, v in res["nrt"].items():
+        if v["per_epoch"] != 0:
+            out.append(f"NRT allocations per epoch ({k}): {v['per_epoch']} (expected 0)")
+    for name, e in res["rss"].items():
+        if (e["n_compiles"]["max"] or 0) > 0:
+            out.append(f"the RSS child ({name}) compiled functions: its peak includes compilation")
+    if res["config"]["quick"]:
+        out.append("--quick: tiny sizes and 1 repeat; the numbers mean nothing")
+        return out
+    for name, e in res["threads"].items():
+        r = e["ratio_per_repeat"]["median"]
+        if r is not None and r < TARGET_THREAD_RATIO:
+            out.append(f"target missed: two threads gave {r:.2f}x on {e['label']} "
+                       f"(target {TARGET_THREAD_RATIO}x)")
+    return out
+
+
+# -- main ----------------------------------------------------------------------------------------
+def main(argv=None) -> dict:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.memory", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="tiny sizes, 1 repeat: checks that the benchmark runs (smoke test)")
+    p.add_argument("--repeats", type=int, default=None,
+                   help="repeats of the thread comparison (default 7)")
+    p.add_argument("--rss-runs", type=int, default=None, help="RSS child processes (default 3)")
+    p.add_argument("--samples", type=int, default=None,
+                   help="synthetic rows for 784-256-256-10 (default 10000)")
+    p.add_argument("--digits-epochs", type=int, default=None,
+                   help="epochs per Digits trainer in the thread comparison (default 30)")
+    p.add_argument("--mlp-epochs", type=int, default=None,
+                   help="epochs per 784-256-256-10 trainer in the thread comparison (default 3)")
+    p.add_argument("--out", default="memory",
+                   help="results name, .json path or directory (default memory)")
+    args = p.parse_args(argv)
+    q = args.quick
+    args.repeats = args.repeats or (1 if q else 7)
+    args.rss_runs = args.rss_runs or (1 if q else 3)
+    args.samples = args.samples or (512 if q else 10_000)
+    epochs = {"digits": args.digits_epochs or (2 if q else 30),
+              "mlp784": args.mlp_epochs or (1 if q else 3)}
+
+    t_start = time.perf_counter()
+    load_before = loadavg()
+    import nnjit as nn
+
+    res: dict = {"benchmark": "memory",
+                 "config": dict(quick=q, repeats=args.repeats, rss_runs=args.rss_runs,
+                                samples=args.samples, epochs=epochs, lr=LR, dtype="float32")}
+    workloads = {"digits": make_workload(nn, np, "digits", 0),
+                 "mlp784": make_workload(nn, np, "mlp784", args.samples)}
+    nrt_workloads = dict(workloads, mlp784=make_workload(nn, np, "mlp784", 256 if q else 2048))
+    log("   warm-up (fills the numba cache the children use)")
+    for w in workloads.values():
+        _fit(*make_trainer(nn, w, 0), 1)
+    log(f"2. peak RSS ({args.rss_runs} fresh processes per workload)")
+    res["rss"] = rss_section(args.rss_runs, args.samples,
+                             {"digits": 2 if q else 10, "mlp784": 1 if q else 3})
+    res["threads"] = threads_section(nn, workloads, epochs, args.repeats)
+    log("1. NRT allocations (in-process statistics)")
+    res["nrt"] = nrt_section(nn, nrt_workloads)
+    versions = package_versions("pandas", "scipy", "threadpoolctl")
+    res["environment"] = environment_info(loadavg_before=load_before, loadavg_after=loadavg(),
+                                          blas_libraries=blas_info(), versions=versions)
+    res["benchmark_wall_s"] = time.perf_counter() - t_start
+    res["warnings"] = _warnings(res)
+    print_report(res)
+    path = write_json(out_path(args.out, "memory"), res)
+    print(f"wrote {path}", flush=True)
+    return res
+
+
+if __name__ == "__main__":
+    main()
