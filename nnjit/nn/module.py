@@ -120,12 +120,16 @@ class Module:
         """Yield ``(dotted_path, module)`` for this module and all descendants, each once."""
         self._check_init()
         memo = set() if memo is None else memo
-        if id(self) in memo:
-            return
-        memo.add(id(self))
-        yield prefix, self
-        for name, child in self._modules.items():
-            yield from child.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+        stack = [(prefix, self)]
+        while stack:  # depth-first, children in registration order
+            path, module = stack.pop()
+            if id(module) in memo:
+                continue
+            memo.add(id(module))
+            yield path, module
+            children = [(f"{path}.{name}" if path else name, child)
+                        for name, child in module._modules.items()]
+            stack.extend(reversed(children))
 
     def modules(self) -> Iterator[Module]:
         for _, m in self.named_modules():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -10,7 +11,6 @@ from nnjit.config import DEFAULT_DTYPE, SUPPORTED_DTYPES
 from nnjit.data.loader import DataLoader, check_features
 from nnjit.graph import interpreter as it
 from nnjit.graph import status as st
-from nnjit.graph.arena import S_OFFSET, S_ROWS, S_COLS
 from nnjit.graph.program import Program
 from nnjit.graph.tape import Tape, Tensor
 from nnjit.kernels import loss as kl
@@ -87,7 +87,8 @@ class Trainer:
         tape = Tape(self.dtype, max_batch)
         for path, module in self.model.named_modules():
             object.__setattr__(module, "_path", path)
-        for name, p in self.model.named_parameters():
+        self._named_params = list(self.model.named_parameters())
+        for name, p in self._named_params:
             tape.parameter(p, name)
         x = tape.input(n_features, "input")
         with tape.recording():
@@ -139,9 +140,9 @@ class Trainer:
         elif self._pending_rng is not None:
             program.rng[:] = self._pending_rng
         self.param_spans = {}
-        for name, p in self.model.named_parameters():
-            slot = program.param_slots[name]
-            off, rows, cols = (int(v) for v in program.slots[slot, [S_OFFSET, S_ROWS, S_COLS]])
+        slots = program.slots.tolist()
+        for name, p in self._named_params:
+            off, rows, cols, _ = slots[program.param_slots[name]]
             view = program.values[off : off + rows * cols].reshape(p.data.shape)
             view[...] = p.data
             p.data = view
@@ -303,9 +304,13 @@ class Trainer:
         import pandas as pd
 
         n = int(state[it.ST_EPOCH])
-        columns = {name: history[:n, i] for i, name in enumerate(it.HISTORY_COLUMNS)}
-        columns["epoch"] = history[:n, it.H_EPOCH].astype(np.int64)
-        frame = pd.DataFrame(columns, copy=False)
+        arrays = [history[:n, i] for i in range(len(it.HISTORY_COLUMNS))]
+        arrays[it.H_EPOCH] = arrays[it.H_EPOCH].astype(np.int64)
+        try:  # pandas' own fast path: half the cost of the dict constructor (~35 us vs ~70 us)
+            frame = pd.DataFrame._from_arrays(arrays, columns=_history_index(),
+                                              index=pd.RangeIndex(n), verify_integrity=False)
+        except (AttributeError, TypeError):  # a pandas without it
+            frame = pd.DataFrame(dict(zip(it.HISTORY_COLUMNS, arrays)), copy=False)
         best = int(state[it.ST_BEST_EPOCH])
         frame.attrs.update(
             monitor=monitor,
@@ -458,6 +463,14 @@ class Trainer:
 
 
 JITCompiler = Trainer
+
+
+@functools.cache
+def _history_index():
+    """The history's column index, built once (constructing a pandas Index costs ~40 us)."""
+    import pandas as pd
+
+    return pd.Index(it.HISTORY_COLUMNS)
 
 
 def _epoch_line(row) -> str:
