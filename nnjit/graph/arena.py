@@ -31,31 +31,31 @@ def layout(slots, dtype) -> tuple[np.ndarray, int, int]:
         ValueError: if a parameter slot comes after a non-parameter slot.
     """
     align = max(1, ALIGN_BYTES // np.dtype(dtype).itemsize)
-    table = np.zeros((len(slots), 4), dtype=np.int64)
+    table = []
     offset = 0
     n_params = 0
     params_done = False
-    for i, spec in enumerate(slots):
+    for spec in slots:
         if spec.param and params_done:
             raise ValueError(f"parameter slot '{spec.name}' laid out after activations")
         if not spec.param and not params_done:
             params_done = True
             n_params = offset
             offset = _round_up(offset, align)
-        table[i] = (
+        table.append((
             offset,
             spec.rows,
             spec.cols,
             (SLOT_BATCH if spec.batch else 0)
             | (SLOT_PARAM if spec.param else 0)
             | (SLOT_GRAD if spec.requires_grad else 0),
-        )
+        ))
         size = spec.rows * spec.cols
         # Parameters are packed back to back: the optimizer streams over them as one vector.
         offset += size if spec.param else _round_up(size, align)
     if not params_done:
         n_params = offset
-    return table, max(offset, 1), n_params
+    return np.array(table, dtype=np.int64).reshape(len(slots), 4), max(offset, 1), n_params
 
 
 def _round_up(n: int, align: int) -> int:

@@ -41,14 +41,16 @@ class Program:
         self.values = np.zeros(size, dtype=self.dtype)
         self.grads = np.zeros(size, dtype=self.dtype)
         self.hyper = np.array(tape.hyper + [0.0], dtype=np.float64)
-        self.layout = np.zeros(it.LAYOUT_WIDTH, dtype=np.int64)
-        self.layout[it.L_INPUT] = input.slot
-        self.layout[it.L_TARGET] = target.slot
-        self.layout[it.L_OUTPUT] = output.slot
-        self.layout[it.L_LOSS_OP] = self.loss_op
-        self.layout[it.L_N_PARAMS] = self.n_params
-        self.layout[it.L_SCRATCH] = len(tape.slots) - 1
-        self.layout[it.L_MAX_BATCH] = self.max_batch
+        fields = {
+            it.L_INPUT: input.slot,
+            it.L_TARGET: target.slot,
+            it.L_OUTPUT: output.slot,
+            it.L_LOSS_OP: self.loss_op,
+            it.L_N_PARAMS: self.n_params,
+            it.L_SCRATCH: len(tape.slots) - 1,
+            it.L_MAX_BATCH: self.max_batch,
+        }
+        self.layout = np.array([fields[k] for k in range(it.LAYOUT_WIDTH)], dtype=np.int64)
         self.current_rows = self.max_batch
         self.rng = seed_state(seed)
         self.param_slots = dict(tape.param_slots)
@@ -130,9 +132,10 @@ class Program:
 
 
 def _scratch_size(tape: Tape) -> int:
-    """Elements of scratch needed by dense backward passes that must accumulate (shared weights)."""
+    """Elements of scratch needed by dense backward passes that must accumulate (shared weights).
+
+    Needs :meth:`Tape.mark_gradient_writers` to have run."""
     size = 1
-    tape.mark_gradient_writers()
     for node in tape.nodes:
         if node.opcode == Opcode.DENSE:
             for slot, acc in zip(node.inputs[:2], node.accumulate[:2]):

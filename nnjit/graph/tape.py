@@ -142,7 +142,7 @@ class Tape:
         self.python_ops: list[object] = []
         self.param_slots: dict[str, int] = {}
         self._param_ids: dict[int, int] = {}
-        self._owner: list[str] = []
+        self.owners: list[str] = []  # module paths being called, innermost last
         self.program = None  # set by Program once laid out
 
     # -- context -------------------------------------------------------------------------------
@@ -156,18 +156,10 @@ class Tape:
         finally:
             _current.tape = previous
 
-    @contextlib.contextmanager
-    def owner(self, path: str):
-        """Attribute ops recorded inside to the module at ``path`` (used in error messages)."""
-        self._owner.append(path)
-        try:
-            yield
-        finally:
-            self._owner.pop()
-
     @property
     def current_owner(self) -> str:
-        return self._owner[-1] if self._owner else ""
+        """Dotted path of the module whose ``forward`` is recording (for error messages)."""
+        return self.owners[-1] if self.owners else ""
 
     # -- slots ---------------------------------------------------------------------------------
     def _new_slot(self, spec: SlotSpec) -> Tensor:
@@ -314,15 +306,14 @@ class Tape:
 
     def records(self) -> np.ndarray:
         """The int32 record table ``[opcode, in0, in1, in2, out, aux0, aux1, aux2, grad_flags]``."""
-        table = np.full((len(self.nodes), RECORD_WIDTH), -1, dtype=np.int32)
-        for i, node in enumerate(self.nodes):
+        rows = []
+        for node in self.nodes:
             flags = 0
             for k, (needs, acc) in enumerate(zip(node.needs_grad[:3], node.accumulate[:3])):
-                flags |= NEEDS_GRAD[k] if needs else 0
-                flags |= ACCUMULATE[k] if acc else 0
+                flags |= (NEEDS_GRAD[k] if needs else 0) | (ACCUMULATE[k] if acc else 0)
             ins = (node.inputs + [-1, -1, -1])[:3]
-            table[i] = [int(node.opcode), *ins, node.out, *node.aux, flags]
-        return table
+            rows.append([int(node.opcode), *ins, node.out, *node.aux, flags])
+        return np.array(rows, dtype=np.int32).reshape(len(rows), RECORD_WIDTH)
 
     def program_view(self, slot: int, grad: bool) -> np.ndarray:
         if self.program is None:

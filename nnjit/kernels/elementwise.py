@@ -13,9 +13,14 @@ Contract shared by every kernel here:
 - Where the derivative is a simple function of the forward output, the backward takes the output
   ``y`` instead of ``x`` (as scikit-learn does), so the pre-activation need not be kept.
 - Semantics follow ``torch.nn.functional`` (default arguments), NaN propagates.
+- Loops whose iterations write disjoint elements use ``prange``: the serial builds here treat it as
+  ``range`` (same code, same results); ``nnjit.kernels.parallel`` compiles parallel twins of the big
+  ones from the same source. ``dropout_forward`` stays ``range``: its RNG stream is sequential.
 """
 
 import math
+
+from numba import prange
 
 from nnjit.kernels._jit import jit
 from nnjit.kernels.rng import next_double
@@ -32,7 +37,7 @@ _INV_SQRT_2PI = 0.3989422804014327  # 1 / sqrt(2 pi)
 def relu_forward(x, y):
     """y = max(x, 0) (NaN stays NaN). Shapes: x, y (n,)."""
     zero = x.dtype.type(0.0)
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         v = x[i]
         y[i] = zero if v <= zero else v
 
@@ -41,7 +46,7 @@ def relu_forward(x, y):
 def relu_backward(y, dy, dx, accumulate):
     """dx (+)= dy * (y > 0); the derivative at 0 is 0, as in PyTorch. Shapes: y, dy, dx (n,)."""
     zero = y.dtype.type(0.0)
-    for i in range(y.shape[0]):
+    for i in prange(y.shape[0]):
         g = dy[i] if y[i] > zero else zero
         if accumulate:
             dx[i] += g
@@ -54,7 +59,7 @@ def leaky_relu_forward(x, y, slope):
     """y = x if x > 0 else slope * x. Shapes: x, y (n,); slope: float."""
     zero = x.dtype.type(0.0)
     s = x.dtype.type(slope)
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         v = x[i]
         y[i] = v if v > zero else s * v
 
@@ -64,7 +69,7 @@ def leaky_relu_backward(x, dy, dx, accumulate, slope):
     """dx (+)= dy if x > 0 else slope * dy (slope at 0, as in PyTorch). Shapes: x, dy, dx (n,)."""
     zero = x.dtype.type(0.0)
     s = x.dtype.type(slope)
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         g = dy[i] if x[i] > zero else s * dy[i]
         if accumulate:
             dx[i] += g
@@ -77,7 +82,7 @@ def elu_forward(x, y, alpha):
     """y = x if x > 0 else alpha * (exp(x) - 1) (PyTorch ELU). Shapes: x, y (n,); alpha: float."""
     zero = x.dtype.type(0.0)
     a = x.dtype.type(alpha)
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         v = x[i]
         y[i] = v if v > zero else a * math.expm1(v)
 
@@ -87,7 +92,7 @@ def elu_backward(x, y, dy, dx, accumulate, alpha):
     """dx (+)= dy if x > 0 else dy * (y + alpha). Shapes: x, y, dy, dx (n,); alpha: float."""
     zero = x.dtype.type(0.0)
     a = x.dtype.type(alpha)
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         # for x <= 0, d/dx alpha * (exp(x) - 1) = alpha * exp(x) = y + alpha: no exp needed
         g = dy[i] if x[i] > zero else dy[i] * (y[i] + a)
         if accumulate:
@@ -102,7 +107,7 @@ def selu_forward(x, y):
     zero = x.dtype.type(0.0)
     sa = x.dtype.type(SELU_SCALE * SELU_ALPHA)
     s = x.dtype.type(SELU_SCALE)
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         v = x[i]
         y[i] = s * v if v > zero else sa * math.expm1(v)
 
@@ -113,7 +118,7 @@ def selu_backward(x, y, dy, dx, accumulate):
     zero = x.dtype.type(0.0)
     sa = x.dtype.type(SELU_SCALE * SELU_ALPHA)
     s = x.dtype.type(SELU_SCALE)
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         g = dy[i] * s if x[i] > zero else dy[i] * (y[i] + sa)
         if accumulate:
             dx[i] += g
@@ -124,7 +129,7 @@ def selu_backward(x, y, dy, dx, accumulate):
 @jit
 def tanh_forward(x, y):
     """y = tanh(x). Shapes: x, y (n,)."""
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         y[i] = math.tanh(x[i])
 
 
@@ -132,7 +137,7 @@ def tanh_forward(x, y):
 def tanh_backward(y, dy, dx, accumulate):
     """dx (+)= dy * (1 - y**2). Shapes: y, dy, dx (n,)."""
     one = y.dtype.type(1.0)
-    for i in range(y.shape[0]):
+    for i in prange(y.shape[0]):
         g = dy[i] * (one - y[i] * y[i])
         if accumulate:
             dx[i] += g
@@ -145,7 +150,7 @@ def sigmoid_forward(x, y):
     """y = 1 / (1 + exp(-x)), stable for large |x|. Shapes: x, y (n,)."""
     zero = x.dtype.type(0.0)
     one = x.dtype.type(1.0)
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         v = x[i]
         # exp(-|x|) never overflows; for x < 0 use sigmoid(x) = exp(x) / (1 + exp(x))
         e = math.exp(-abs(v))
@@ -157,7 +162,7 @@ def sigmoid_forward(x, y):
 def sigmoid_backward(y, dy, dx, accumulate):
     """dx (+)= dy * y * (1 - y). Shapes: y, dy, dx (n,)."""
     one = y.dtype.type(1.0)
-    for i in range(y.shape[0]):
+    for i in prange(y.shape[0]):
         g = dy[i] * y[i] * (one - y[i])
         if accumulate:
             dx[i] += g
@@ -169,7 +174,7 @@ def sigmoid_backward(y, dy, dx, accumulate):
 def softplus_forward(x, y):
     """y = log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)) (PyTorch beta=1). Shapes: x, y (n,)."""
     zero = x.dtype.type(0.0)
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         v = x[i]
         y[i] = (v if v > zero else zero) + math.log1p(math.exp(-abs(v)))
 
@@ -179,7 +184,7 @@ def softplus_backward(x, dy, dx, accumulate):
     """dx (+)= dy * sigmoid(x), computed stably. Shapes: x, dy, dx (n,)."""
     zero = x.dtype.type(0.0)
     one = x.dtype.type(1.0)
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         v = x[i]
         e = math.exp(-abs(v))
         r = one / (one + e)
@@ -195,7 +200,7 @@ def gelu_forward(x, y):
     """y = x * Phi(x), exact erf form (PyTorch approximate='none'). Shapes: x, y (n,)."""
     half = x.dtype.type(0.5)
     c = x.dtype.type(_INV_SQRT2)
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         v = x[i]
         # Phi(x) = erfc(-x / sqrt 2) / 2 keeps relative accuracy for x << 0, where 1 + erf cancels
         y[i] = half * v * math.erfc(-v * c)
@@ -207,7 +212,7 @@ def gelu_backward(x, dy, dx, accumulate):
     half = x.dtype.type(0.5)
     c = x.dtype.type(_INV_SQRT2)
     k = x.dtype.type(_INV_SQRT_2PI)
-    for i in range(x.shape[0]):
+    for i in prange(x.shape[0]):
         v = x[i]
         g = dy[i] * (half * math.erfc(-v * c) + v * k * math.exp(-half * v * v))
         if accumulate:
@@ -219,14 +224,14 @@ def gelu_backward(x, dy, dx, accumulate):
 @jit
 def add_forward(a, b, y):
     """y = a + b. Shapes: a, b, y (n,)."""
-    for i in range(a.shape[0]):
+    for i in prange(a.shape[0]):
         y[i] = a[i] + b[i]
 
 
 @jit
 def add_backward(dy, da, accumulate):
     """da (+)= dy; called once per input of the addition. Shapes: dy, da (n,)."""
-    for i in range(dy.shape[0]):
+    for i in prange(dy.shape[0]):
         if accumulate:
             da[i] += dy[i]
         else:
@@ -236,14 +241,14 @@ def add_backward(dy, da, accumulate):
 @jit
 def mul_forward(a, b, y):
     """y = a * b. Shapes: a, b, y (n,)."""
-    for i in range(a.shape[0]):
+    for i in prange(a.shape[0]):
         y[i] = a[i] * b[i]
 
 
 @jit
 def mul_backward(dy, other, dx, accumulate):
     """dx (+)= dy * other, where other is the input not being differentiated. Shapes: (n,)."""
-    for i in range(dy.shape[0]):
+    for i in prange(dy.shape[0]):
         g = dy[i] * other[i]
         if accumulate:
             dx[i] += g
@@ -254,7 +259,7 @@ def mul_backward(dy, other, dx, accumulate):
 @jit
 def copy_grad(src, dst, accumulate):
     """dst (+)= src. Shapes: src, dst (n,)."""
-    for i in range(src.shape[0]):
+    for i in prange(src.shape[0]):
         if accumulate:
             dst[i] += src[i]
         else:
@@ -286,7 +291,7 @@ def dropout_forward(x, y, mask, p, rng_state):
 @jit
 def dropout_backward(mask, dy, dx, accumulate):
     """dx (+)= dy * mask (mask already holds the 1/(1-p) scale). Shapes: mask, dy, dx (n,)."""
-    for i in range(mask.shape[0]):
+    for i in prange(mask.shape[0]):
         g = dy[i] * mask[i]
         if accumulate:
             dx[i] += g

@@ -6,9 +6,14 @@ initialised by the kernel itself (as PyTorch creates it lazily on the first step
 uninitialised buffers are fine. Hyperparameters arrive as Python floats and are cast to the array
 dtype once, before the loop: a float64 scalar inside the loop would promote float32 arithmetic.
 Each update is one pass over memory with no data-dependent branch, so LLVM vectorises it.
+Update loops use ``prange`` (each iteration writes only element i): the serial builds here treat it
+as ``range``; ``nnjit.kernels.parallel`` compiles parallel twins from the same source. The L2
+penalty is a reduction and stays ``range`` (and serial).
 """
 
 import math
+
+from numba import prange
 
 from nnjit.kernels._jit import jit
 
@@ -33,7 +38,7 @@ def sgd_update(params, grads, velocity, lr, momentum, dampening, nesterov, weigh
     wd = dt(weight_decay)
     n = params.shape[0]
     if momentum == 0.0:
-        for i in range(n):
+        for i in prange(n):
             params[i] -= lr_ * (grads[i] + wd * params[i])
         return
     if step == 1:
@@ -45,7 +50,7 @@ def sgd_update(params, grads, velocity, lr, momentum, dampening, nesterov, weigh
         mom = dt(momentum)
         damp = dt(1.0 - dampening)
     mom_n = dt(momentum)
-    for i in range(n):
+    for i in prange(n):
         g = grads[i] + wd * params[i]
         buf = mom * velocity[i] + damp * g
         velocity[i] = buf
@@ -74,7 +79,7 @@ def adam_update(params, grads, m, v, lr, beta1, beta2, eps, weight_decay, decoup
     eps_ = dt(eps)
     l2 = dt(0.0) if decoupled else dt(weight_decay)
     decay = dt(1.0 - lr * weight_decay) if decoupled else dt(1.0)
-    for i in range(params.shape[0]):
+    for i in prange(params.shape[0]):
         p = params[i]
         g = grads[i] + l2 * p
         mi = b1 * m[i] + omb1 * g
@@ -108,7 +113,7 @@ def rmsprop_update(
     mom = dt(momentum)
     n = params.shape[0]
     if use_momentum:
-        for i in range(n):
+        for i in prange(n):
             g = grads[i] + wd * params[i]
             sq = a * square_avg[i] + oma * g * g
             square_avg[i] = sq
@@ -116,7 +121,7 @@ def rmsprop_update(
             momentum_buf[i] = buf
             params[i] -= lr_ * buf
     else:
-        for i in range(n):
+        for i in prange(n):
             g = grads[i] + wd * params[i]
             sq = a * square_avg[i] + oma * g * g
             square_avg[i] = sq

@@ -157,8 +157,9 @@ class Module:
     # -- modes ---------------------------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
         """Set training mode (dropout active) on this module and its descendants."""
+        mode = bool(mode)
         for m in self.modules():
-            object.__setattr__(m, "training", bool(mode))
+            m.__dict__["training"] = mode
         return self
 
     def eval(self) -> Module:
@@ -170,22 +171,27 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must implement forward()")
 
     def __call__(self, *args):
-        self._check_init()
-        passed_tape = args[0] if args and isinstance(args[0], Tape) else None
-        if passed_tape is not None:
-            args = args[1:]
-        tape = passed_tape or current_tape()
+        # Runs once per module per trace; kept lean (it is most of a small model's set-up time).
+        if args and type(args[0]) is Tape:
+            tape, args = args[0], args[1:]
+        else:
+            tape = current_tape()
         if tape is None and args and isinstance(args[0], Tensor):
             tape = args[0].tape
         if tape is None or not all(isinstance(a, Tensor) for a in args):
+            self._check_init()
             raise TypeError(
                 f"{type(self).__name__} is called on symbolic tensors while a trainer traces "
                 "the model; to run it on data use Trainer.predict(X) or model.predict(X)"
             )
         if _takes_tape(type(self)):
             args = (tape,) + args
-        with tape.owner(self._path or type(self).__name__):
+        owners = tape.owners
+        owners.append(self.__dict__.get("_path") or type(self).__name__)
+        try:
             return self.forward(*args)
+        finally:
+            owners.pop()
 
     # -- state ---------------------------------------------------------------------------------
     def state_dict(self) -> OrderedDict[str, np.ndarray]:

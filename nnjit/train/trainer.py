@@ -166,7 +166,8 @@ class Trainer:
         if y is None:
             raise ValueError(f"{where}: expected a DataLoader or (X, y), got "
                              f"{type(data).__name__} without targets")
-        return DataLoader(data, y, batch_size=batch_size or 256, shuffle=False)
+        size = batch_size(len(data)) if callable(batch_size) else (batch_size or 256)
+        return DataLoader(data, y, batch_size=size, shuffle=False)
 
     def _empty(self, cols: int) -> np.ndarray:
         return np.zeros((0, cols), dtype=self.dtype)
@@ -228,7 +229,10 @@ class Trainer:
         callbacks = list(callbacks or [])
 
         train = self._as_loader(train, None, "fit: train")
-        val_loader = None if val is None else self._as_loader(val, None, "fit: val")
+        # Validation given as arrays runs in batches no larger than needed (the arena is laid
+        # out for the largest batch, so 256 rows for 12 validation rows would only cost memory).
+        val_loader = None if val is None else self._as_loader(
+            val, None, "fit: val", batch_size=lambda n: max(train.batch_size, min(n, 256)))
         dtype = self.dtype
         X = train.features(dtype)
         max_batch = max(train.batch_size, val_loader.batch_size if val_loader else 1)
