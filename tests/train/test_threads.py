@@ -1,0 +1,41 @@
+"""BLAS set-up: the OpenBLAS kernel hint and single-threaded BLAS during fit."""
+
+from __future__ import annotations
+
+from nnjit.train import threads
+
+
+def test_coretype_hint_respects_an_explicit_setting(monkeypatch):
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    assert threads.openblas_coretype_hint() is None
+
+
+def test_coretype_hint_can_be_switched_off(monkeypatch):
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    monkeypatch.setenv("NNJIT_OPENBLAS_CORETYPE", "off")
+    assert threads.openblas_coretype_hint() is None
+
+
+def test_coretype_hint_only_for_amd_with_avx512(monkeypatch):
+    import llvmlite.binding as llvm
+
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    monkeypatch.delenv("NNJIT_OPENBLAS_CORETYPE", raising=False)
+    full = {f: True for f in threads._AVX512}
+    monkeypatch.setattr(llvm, "get_host_cpu_features", lambda: full)
+    monkeypatch.setattr(threads, "_cpu_vendor", lambda: "AuthenticAMD")
+    assert threads.openblas_coretype_hint() == "SkylakeX"
+    monkeypatch.setattr(threads, "_cpu_vendor", lambda: "GenuineIntel")
+    assert threads.openblas_coretype_hint() is None
+    monkeypatch.setattr(threads, "_cpu_vendor", lambda: "AuthenticAMD")
+    monkeypatch.setattr(llvm, "get_host_cpu_features", lambda: {**full, "avx512vl": False})
+    assert threads.openblas_coretype_hint() is None
+
+
+def test_single_threaded_blas_nests_and_restores():
+    before = threads.blas_thread_counts()
+    with threads.single_threaded_blas():
+        with threads.single_threaded_blas():
+            assert set(threads.blas_thread_counts()) == {1}
+        assert set(threads.blas_thread_counts()) == {1}
+    assert threads.blas_thread_counts() == before
