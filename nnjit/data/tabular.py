@@ -1,0 +1,434 @@
+"""Tabular data from a pandas DataFrame: split, one-hot encode, standardise (pure pandas/NumPy).
+
+``TabularDataset.from_dataframe(df, features, target, task=..., val=0.15, test=0.15, seed=0)``
+splits the rows into train / validation / test parts (stratified by class for classification)
+and then learns every statistic from the **training part only**:
+
+- categorical feature columns (dtype ``object``, ``str``/``string``, ``category``, ``bool`` or
+  nullable ``boolean``) are one-hot encoded with one column per category seen in the training
+  rows, named ``"<column>=<value>"``. Categories are sorted when their values can be sorted
+  (a ``category`` dtype keeps its declared order); otherwise they keep the order of first
+  appearance. **A category that never occurs in the training rows (in the validation or test
+  part, or in new rows given to** ``transform`` **) is encoded as all zeros** in that column's
+  one-hot block; it is not an error.
+- numeric feature columns are standardised, ``(x - mean) / std``, with the training part's mean
+  and population standard deviation (``ddof=0``, as scikit-learn's ``StandardScaler``). A
+  constant column (std 0) is divided by 1 instead. Statistics are computed in float64.
+
+Targets:
+
+- ``task='classification'``: one target column; its distinct values (from the whole frame, so
+  every split maps the same way) are sorted when possible and mapped to ``0..C-1``;
+  ``classes[k]`` is the original label of class ``k``. ``y_*`` are int64 arrays of shape ``(n,)``.
+  The split is stratified: each class is spread over the parts in proportion, and every class
+  keeps at least one training row.
+- ``task='regression'``: one target column (``y_*`` of shape ``(n, 1)``) or a list of numeric
+  target columns (shape ``(n, K)``), float32, **always 2-D** and not rescaled.
+
+Missing values (``NaN``/``None``/``NA``) in a feature or target column are an error naming each
+column and its count: nothing is imputed silently. Infinite numbers are an error too. All ``X_*``
+are C-contiguous float32 arrays of shape ``(n, len(feature_names))``. With ``val=0`` (or
+``test=0``) that part is an empty array with 0 rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+TASKS = ("classification", "regression")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ColumnEncoding:
+    """How one input column becomes feature columns (learned from the training part).
+
+    ``kind`` is ``'numeric'`` (one output column: ``(x - mean) / scale``) or ``'categorical'``
+    (one output column per entry of ``categories``; an unseen value gives all zeros).
+    """
+
+    name: object
+    kind: str
+    mean: float = 0.0
+    scale: float = 1.0
+    categories: tuple = ()
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        if self.kind == "numeric":
+            return (str(self.name),)
+        return tuple(f"{self.name}={value}" for value in self.categories)
+
+    def encode(self, column: pd.Series, out: np.ndarray) -> None:
+        """Write the encoded ``column`` into ``out`` (float32, shape ``(n, len(output_names))``)."""
+        if self.kind == "numeric":
+            values = _numeric_values(column, self.name)
+            out[:, 0] = (values - self.mean) / self.scale
+            return
+        codes = pd.Index(list(self.categories), dtype=object).get_indexer(
+            column.astype(object).to_numpy())
+        seen = codes >= 0
+        out[np.flatnonzero(seen), codes[seen]] = 1.0
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class TabularDataset:
+    """Encoded train / validation / test arrays and the encoding that made them.
+
+    Build it with ``TabularDataset.from_dataframe``; see the module docstring for the rules.
+
+    Attributes:
+        X_train, X_val, X_test: float32 ``(n, len(feature_names))``.
+        y_train, y_val, y_test: int64 ``(n,)`` class indices (classification) or float32
+            ``(n, K)`` targets (regression).
+        feature_names: output column names after one-hot encoding, in ``X`` column order.
+        classes: original label of each class index (classification); ``None`` for regression.
+        task: ``'classification'`` or ``'regression'``.
+        features: the input feature column names, in order.
+        target: the target column name (or tuple of names for multi-target regression).
+        encodings: one ``ColumnEncoding`` per input feature column.
+        train_rows, val_rows, test_rows: positions (``df.iloc``) of each part's rows in the
+            original frame, ascending.
+    """
+
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_val: np.ndarray
+    y_val: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    feature_names: tuple[str, ...]
+    classes: tuple | None
+    task: str
+    features: tuple
+    target: object
+    encodings: tuple[ColumnEncoding, ...]
+    train_rows: np.ndarray
+    val_rows: np.ndarray
+    test_rows: np.ndarray
+
+    @classmethod
+    def from_dataframe(cls, df: pd.DataFrame, features: Sequence | None, target,
+                       task: str = "classification", val: float = 0.15, test: float = 0.15,
+                       seed: int = 0) -> "TabularDataset":
+        """Split ``df`` and encode it with statistics from the training part only.
+
+        Args:
+            df: the data, one row per sample.
+            features: input column names (``None``: every column except the target(s)).
+            target: the target column name; for regression also a list of names.
+            task: ``'classification'`` (stratified split, labels mapped to ``0..C-1``) or
+                ``'regression'``.
+            val, test: fractions of the rows for the validation and test parts
+                (``round(fraction * n)`` rows each), ``>= 0`` with ``val + test < 1``.
+            seed: seed of the split (NumPy ``default_rng``); same seed, same split.
+
+        Raises:
+            ValueError: unknown columns (all listed), missing or infinite values (columns and
+                counts listed), unsupported dtypes, bad fractions, an empty frame.
+        """
+        if not isinstance(df, pd.DataFrame):
+            raise TypeError(f"TabularDataset: df must be a pandas DataFrame, got "
+                            f"{type(df).__name__}")
+        if task not in TASKS:
+            raise ValueError(f"TabularDataset: task must be one of {TASKS}, got {task!r}")
+        val, test = _fraction(val, "val"), _fraction(test, "test")
+        if val + test >= 1.0:
+            raise ValueError(f"TabularDataset: val + test must be < 1 (no rows left to train on), "
+                             f"got val={val} + test={test}")
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+            raise ValueError(f"TabularDataset: seed must be an int >= 0, got {seed!r}")
+
+        targets = _target_names(target, task)
+        features = _feature_names(df, features, targets)
+        _check_columns(df, features, targets)
+        if len(df) == 0:
+            raise ValueError("TabularDataset: the DataFrame has no rows")
+        _check_missing(df, list(features) + list(targets))
+        kinds = {name: _column_kind(df[name], name) for name in features}
+
+        classes = None
+        if task == "classification":
+            classes, y_all = _encode_classes(df[targets[0]])
+            parts = _stratified_split(y_all, len(classes), val, test, seed)
+        else:
+            y_all = np.stack([_numeric_values(df[name], name, "target") for name in targets],
+                             axis=1).astype(np.float32)
+            parts = _random_split(len(df), val, test, seed)
+        train_rows, val_rows, test_rows = parts
+
+        train_df = df.iloc[train_rows]
+        encodings = tuple(_learn_encoding(train_df[name], name, kinds[name]) for name in features)
+        feature_names = tuple(n for enc in encodings for n in enc.output_names)
+        X_all = _encode(df, encodings, len(feature_names))
+        return cls(
+            X_train=X_all[train_rows], y_train=y_all[train_rows],
+            X_val=X_all[val_rows], y_val=y_all[val_rows],
+            X_test=X_all[test_rows], y_test=y_all[test_rows],
+            feature_names=feature_names, classes=classes, task=task, features=features,
+            target=targets if _is_list(target) else target,
+            encodings=encodings, train_rows=train_rows, val_rows=val_rows, test_rows=test_rows,
+        )
+
+    # ------------------------------------------------------------------------------ new rows
+    @property
+    def n_features(self) -> int:
+        return len(self.feature_names)
+
+    @property
+    def n_outputs(self) -> int:
+        """Output units a model needs: number of classes, or number of regression targets."""
+        if self.task == "classification":
+            return len(self.classes)
+        return int(self.y_train.shape[1])
+
+    def transform(self, df: pd.DataFrame) -> np.ndarray:
+        """Encode new rows exactly as the training data was: float32 ``(len(df), n_features)``.
+
+        ``df`` must hold every input feature column (other columns are ignored). Missing values
+        are an error; categories not seen in training become all zeros.
+        """
+        if not isinstance(df, pd.DataFrame):
+            raise TypeError(f"transform: df must be a pandas DataFrame, got {type(df).__name__}")
+        _check_columns(df, self.features, (), where="transform")
+        _check_missing(df, list(self.features), where="transform")
+        for enc in self.encodings:
+            if enc.kind == "numeric":
+                _column_kind(df[enc.name], enc.name, expect="numeric", where="transform")
+        return _encode(df, self.encodings, self.n_features)
+
+    def transform_target(self, values) -> np.ndarray:
+        """Encode targets as ``y_*`` are: labels -> int64 class indices, or float32 ``(n, K)``.
+
+        ``values`` is a DataFrame holding the target column(s), a Series, or an array. A label
+        that is not one of ``classes`` is an error.
+        """
+        targets = self.target if isinstance(self.target, tuple) else (self.target,)
+        if isinstance(values, pd.DataFrame):
+            _check_columns(values, (), targets, where="transform_target")
+            frame = values[list(targets)]
+        else:
+            arr = np.asarray(values, dtype=object if self.task == "classification" else None)
+            frame = pd.DataFrame(arr.reshape(len(arr), -1), columns=list(targets))
+        _check_missing(frame, list(targets), where="transform_target")
+        if self.task == "regression":
+            return np.stack([_numeric_values(frame[t], t, "target") for t in targets],
+                            axis=1).astype(np.float32)
+        labels = frame[targets[0]].astype(object).to_numpy()
+        codes = pd.Index(list(self.classes), dtype=object).get_indexer(labels)
+        if (codes < 0).any():
+            unknown = pd.unique(labels[codes < 0])[:10]
+            raise ValueError(f"transform_target: labels not among the classes {list(self.classes)}"
+                             f": {list(unknown)}")
+        return codes.astype(np.int64)
+
+    def decode_labels(self, y) -> np.ndarray:
+        """Class indices (or ``(n, C)`` scores: argmax) back to the original labels."""
+        if self.task != "classification":
+            raise ValueError("decode_labels: only for task='classification'")
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] > 1:
+            y = y.argmax(axis=1)
+        y = y.reshape(-1).astype(np.int64)
+        if y.size and (y.min() < 0 or y.max() >= len(self.classes)):
+            raise ValueError(f"decode_labels: class indices must be in 0..{len(self.classes) - 1}, "
+                             f"got {y.min()}..{y.max()}")
+        return np.asarray(self.classes, dtype=object)[y]
+
+    def __repr__(self) -> str:
+        extra = f", classes={len(self.classes)}" if self.classes is not None else ""
+        return (f"TabularDataset(task={self.task!r}, train={len(self.X_train)}, "
+                f"val={len(self.X_val)}, test={len(self.X_test)}, "
+                f"features={len(self.features)} -> {self.n_features}{extra})")
+
+
+# ---------------------------------------------------------------------------------- checks
+def _is_list(value) -> bool:
+    return isinstance(value, (list, tuple))
+
+
+def _fraction(value, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+            0.0 <= float(value) < 1.0):
+        raise ValueError(f"TabularDataset: {name} must be a fraction in [0, 1), got {value!r}")
+    return float(value)
+
+
+def _target_names(target, task: str) -> tuple:
+    if _is_list(target):
+        names = tuple(target)
+        if not names:
+            raise ValueError("TabularDataset: target is an empty list")
+        if task == "classification" and len(names) != 1:
+            raise ValueError(f"TabularDataset: classification takes one target column, got "
+                             f"{list(names)}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"TabularDataset: target names repeat: {list(names)}")
+        return names
+    return (target,)
+
+
+def _feature_names(df: pd.DataFrame, features, targets: tuple) -> tuple:
+    if features is None:
+        names = tuple(c for c in df.columns if c not in targets)
+        if not names:
+            raise ValueError("TabularDataset: no feature columns (every column is a target)")
+        return names
+    if isinstance(features, str) or not isinstance(features, Sequence):
+        raise TypeError(f"TabularDataset: features must be a list of column names, got "
+                        f"{features!r}")
+    names = tuple(features)
+    if not names:
+        raise ValueError("TabularDataset: features is empty")
+    repeated = sorted({str(n) for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"TabularDataset: feature names repeat: {repeated}")
+    both = [n for n in names if n in targets]
+    if both:
+        raise ValueError(f"TabularDataset: columns both feature and target: {both}")
+    return names
+
+
+def _check_columns(df: pd.DataFrame, features, targets, where: str = "TabularDataset") -> None:
+    if not df.columns.is_unique:
+        dup = sorted({str(c) for c in df.columns[df.columns.duplicated()]})
+        raise ValueError(f"{where}: the DataFrame has duplicate column names: {dup}")
+    unknown = [n for n in list(features) + list(targets) if n not in df.columns]
+    if unknown:
+        available = [str(c) for c in df.columns]
+        shown = available[:30] + (["..."] if len(available) > 30 else [])
+        raise ValueError(f"{where}: unknown columns {unknown}; the DataFrame has {shown}")
+
+
+def _check_missing(df: pd.DataFrame, columns: list, where: str = "TabularDataset") -> None:
+    counts = df[columns].isna().sum()
+    bad = [(name, int(n)) for name, n in zip(columns, counts.to_numpy()) if n]
+    if bad:
+        listed = ", ".join(f"{name!s} ({n} of {len(df)})" for name, n in bad)
+        raise ValueError(f"{where}: missing values (NaN/None) in columns: {listed}. nnjit does "
+                         f"not impute: drop or fill them first (df.dropna(subset=...), "
+                         f"df.fillna(...))")
+
+
+def _column_kind(column: pd.Series, name, expect: str | None = None,
+                 where: str = "TabularDataset") -> str:
+    dtype = column.dtype
+    if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(dtype) or (
+            pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)):
+        kind = "categorical"
+    elif pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_complex_dtype(dtype):
+        kind = "numeric"
+    else:
+        raise ValueError(f"{where}: column {name!r} has unsupported dtype {dtype} (numbers, "
+                         f"strings, categories and booleans are supported)")
+    if expect is not None and kind != expect:
+        raise ValueError(f"{where}: column {name!r} was {expect} in training, got dtype {dtype}")
+    return kind
+
+
+def _numeric_values(column: pd.Series, name, role: str = "feature") -> np.ndarray:
+    try:
+        values = column.to_numpy(dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{role} column {name!r} must be numeric, got dtype "
+                         f"{column.dtype}") from exc
+    bad = ~np.isfinite(values)
+    if bad.any():
+        raise ValueError(f"{role} column {name!r} has {int(bad.sum())} infinite values "
+                         f"(first at row {int(np.flatnonzero(bad)[0])})")
+    return values
+
+
+# -------------------------------------------------------------------------------- encoding
+def _ordered_unique(column: pd.Series) -> list:
+    """Distinct values: a category dtype's order, else sorted, else first appearance."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        present = set(column.unique().tolist())
+        return [c for c in column.dtype.categories.tolist() if c in present]
+    values = [v.item() if isinstance(v, np.generic) else v
+              for v in pd.unique(column.astype(object).to_numpy())]
+    try:
+        return sorted(values)
+    except TypeError:
+        return values
+
+
+def _learn_encoding(column: pd.Series, name, kind: str) -> ColumnEncoding:
+    if kind == "categorical":
+        return ColumnEncoding(name=name, kind=kind, categories=tuple(_ordered_unique(column)))
+    values = _numeric_values(column, name)
+    mean = float(values.mean())
+    std = float(values.std())
+    return ColumnEncoding(name=name, kind=kind, mean=mean, scale=std if std > 0.0 else 1.0)
+
+
+def _encode(df: pd.DataFrame, encodings: tuple[ColumnEncoding, ...], width: int) -> np.ndarray:
+    X = np.zeros((len(df), width), dtype=np.float32)
+    start = 0
+    for enc in encodings:
+        stop = start + len(enc.output_names)
+        block = np.zeros((len(df), stop - start), dtype=np.float64)
+        enc.encode(df[enc.name], block)
+        X[:, start:stop] = block
+        start = stop
+    return X
+
+
+def _encode_classes(column: pd.Series) -> tuple[tuple, np.ndarray]:
+    classes = _ordered_unique(column)
+    codes = pd.Index(classes, dtype=object).get_indexer(column.astype(object).to_numpy())
+    return tuple(classes), codes.astype(np.int64)
+
+
+# ------------------------------------------------------------------------------- splitting
+def _split_sizes(n: int, val: float, test: float) -> tuple[int, int]:
+    n_val, n_test = int(round(val * n)), int(round(test * n))
+    if n - n_val - n_test < 1:
+        raise ValueError(f"TabularDataset: {n} rows leave no training rows with val={val}, "
+                         f"test={test}")
+    return n_val, n_test
+
+
+def _random_split(n: int, val: float, test: float, seed: int):
+    n_val, n_test = _split_sizes(n, val, test)
+    order = np.random.default_rng(seed).permutation(n)
+    test_rows = np.sort(order[:n_test])
+    val_rows = np.sort(order[n_test:n_test + n_val])
+    train_rows = np.sort(order[n_test + n_val:])
+    return train_rows, val_rows, test_rows
+
+
+def _allocate(total: int, weights: np.ndarray, caps: np.ndarray) -> np.ndarray:
+    """Split ``total`` over classes in proportion to ``weights`` (largest remainder, capped)."""
+    if total == 0:
+        return np.zeros(len(weights), dtype=np.int64)
+    exact = total * weights / weights.sum()
+    counts = np.minimum(np.floor(exact).astype(np.int64), caps)
+    remainder = exact - counts
+    for k in np.argsort(-remainder, kind="stable"):
+        if counts.sum() >= total:
+            break
+        if counts[k] < caps[k]:
+            counts[k] += 1
+    return counts
+
+
+def _stratified_split(y: np.ndarray, n_classes: int, val: float, test: float, seed: int):
+    n_val, n_test = _split_sizes(len(y), val, test)
+    rng = np.random.default_rng(seed)
+    per_class = np.bincount(y, minlength=n_classes).astype(np.int64)
+    caps = per_class - 1                     # every class keeps one training row
+    test_counts = _allocate(n_test, per_class.astype(np.float64), caps)
+    val_counts = _allocate(n_val, per_class.astype(np.float64), caps - test_counts)
+    train, valid, tst = [], [], []
+    for k in range(n_classes):
+        rows = rng.permutation(np.flatnonzero(y == k))
+        t, v = test_counts[k], val_counts[k]
+        tst.append(rows[:t])
+        valid.append(rows[t:t + v])
+        train.append(rows[t + v:])
+    return tuple(np.sort(np.concatenate(p)).astype(np.int64) for p in (train, valid, tst))
