@@ -86,7 +86,7 @@ def single_threaded_blas():
             _saved.clear()
             for c in _controllers():
                 _saved.append((c, c.num_threads))
-                c.set_num_threads(1)
+                _set_threads(c, 1)
         _depth += 1
     try:
         yield
@@ -95,8 +95,24 @@ def single_threaded_blas():
             _depth -= 1
             if _depth == 0:
                 for c, n in _saved:
-                    c.set_num_threads(n)
+                    _set_threads(c, n)
                 _saved.clear()
+
+
+def _set_threads(controller, n: int) -> None:
+    """Set a library's thread count from whichever Python thread runs a fit.
+
+    threadpoolctl's OpenBLAS controller silently ignores calls from any thread but the first one
+    that used it (its "controlling thread"), so a trainer in a worker thread would run 2-thread
+    GEMMs (two such trainers ran 2x *slower* than one after the other). nnjit serialises its own
+    changes with ``_lock``, so it takes control for the call and hands it back.
+    """
+    clear = getattr(type(controller), "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
+    controller.set_num_threads(n)
+    if clear is not None:
+        clear(force=True)
 
 
 def blas_thread_counts() -> list[int]:

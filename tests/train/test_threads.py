@@ -39,3 +39,30 @@ def test_single_threaded_blas_nests_and_restores():
             assert set(threads.blas_thread_counts()) == {1}
         assert set(threads.blas_thread_counts()) == {1}
     assert threads.blas_thread_counts() == before
+
+
+def test_blas_is_pinned_in_worker_threads_too():
+    """threadpoolctl ignores OpenBLAS limits set from a non-controlling thread; nnjit must not."""
+    import threading
+
+    import numpy as np
+
+    import nnjit as nn
+
+    X, y = nn.datasets.load_digits()
+    seen = []
+
+    def fit():
+        trainer = nn.Trainer(nn.Sequential(nn.Linear(64, 8), nn.ReLU(), nn.Linear(8, 10)), seed=0)
+        trainer.fit(nn.DataLoader(X / 16.0, y, batch_size=256), epochs=2, verbose=False,
+                    callbacks=[lambda h: seen.append(threads.blas_thread_counts())])
+
+    fit()  # the main thread becomes threadpoolctl's "controlling thread"
+    workers = [threading.Thread(target=fit) for _ in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert len(seen) == 6
+    assert all(set(counts) == {1} for counts in seen), seen
+    assert np.all(np.array(threads.blas_thread_counts()) >= 1)
