@@ -486,20 +486,28 @@ def shared_data_path(name: str) -> Path | None:
 
 
 def rss_now() -> dict:
-    """``{"rss": current resident set size, "peak": peak RSS so far}`` of this process, bytes.
+    """Memory of this process in bytes: ``rss`` (current resident set), ``peak`` and ``ru_maxrss``.
 
-    Current RSS from ``/proc/self/statm`` (None elsewhere); the peak from
-    ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` (kilobytes on Linux, bytes on macOS).
+    ``peak`` is ``VmHWM`` from ``/proc/self/status``: the high-water mark of this process image.
+    ``ru_maxrss`` is ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` (kilobytes on Linux, bytes on
+    macOS); on Linux it survives ``fork`` + ``exec``, so a child started by a big parent reports
+    the parent's size until it grows past it. ``peak`` falls back to it where there is no /proc.
     """
     import resource
 
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    peak = peak if sys.platform == "darwin" else peak * 1024
-    rss = None
+    maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    maxrss = maxrss if sys.platform == "darwin" else maxrss * 1024
+    rss = hwm = None
     with contextlib.suppress(OSError, ValueError, IndexError):
-        with open("/proc/self/statm") as f:
-            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    return {"rss": rss, "peak": peak}
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(("VmRSS:", "VmHWM:")):
+                    value = int(line.split()[1]) * 1024  # kB
+                    if line.startswith("VmRSS:"):
+                        rss = value
+                    else:
+                        hwm = value
+    return {"rss": rss, "peak": hwm if hwm is not None else maxrss, "ru_maxrss": maxrss}
 
 
 def count_nrt_allocations(run, repeats=(2, 12)) -> list[dict]:
@@ -545,7 +553,81 @@ def mlp_forward_flops(sizes) -> int:
 
 
 def out_path(out: str, default_name: str) -> str:
-    """``--out`` value: a results name, a ``.json`` path, or a directory (-> ``dir/<name>.json``)."""
+    """Resolve ``--out``: a results name, a ``.json`` path, or a directory (``dir/<name>.json``)."""
     if out and os.path.isdir(out):
         return os.path.join(out, f"{default_name}.json")
     return out or default_name
+
+
+# -- added for benchmarks.seed_table -------------------------------------------------------------
+def pin_to_one_cpu(cpu: int | None = None) -> dict | None:
+    """Pin every thread of this process (and the threads it creates later) to one CPU.
+
+    Some peers ignore their thread settings (XLA keeps a thread pool whatever ``XLA_FLAGS``
+    say: a JAX fit used ~1.9 CPUs on this 2-core machine); pinning is the one limit every library
+    obeys. ``cpu`` defaults to the highest-numbered CPU this process may use. Returns
+    ``{"cpu", "previous"}``, or None where ``sched_setaffinity`` does not exist (not Linux).
+    """
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    previous = sorted(os.sched_getaffinity(0))
+    cpu = previous[-1] if cpu is None else int(cpu)
+    for tid in _thread_ids():
+        with contextlib.suppress(OSError):  # a thread may have exited meanwhile
+            os.sched_setaffinity(tid, {cpu})
+    return {"cpu": cpu, "previous": previous}
+
+
+def thread_affinities() -> dict[int, list[int]]:
+    """CPU affinity of every thread of this process (Linux; empty elsewhere)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return {}
+    out = {}
+    for tid in _thread_ids():
+        with contextlib.suppress(OSError):
+            out[tid] = sorted(os.sched_getaffinity(tid))
+    return out
+
+
+def _thread_ids() -> list[int]:
+    try:
+        return [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        return [0]
+
+
+# -- added for benchmarks.parallel ---------------------------------------------------------------
+class OtherLoad:
+    """CPU used by *other* processes while the block runs: ``with OtherLoad() as o: ...`` then
+    ``o.cores`` (average number of cores they kept busy) and ``o.seconds`` (CPU seconds).
+
+    System-wide busy time from ``/proc/stat`` minus this process's CPU time. Parallel kernels need
+    an idle second core, so a benchmark of them is only meaningful where ``cores`` stays near 0.
+    None where there is no ``/proc/stat`` (not Linux).
+    """
+
+    @staticmethod
+    def _busy_seconds():
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+    def __enter__(self):
+        self._b0 = self._busy_seconds()
+        self._c0 = time.process_time()
+        self._t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        b1 = self._busy_seconds()
+        wall = time.perf_counter() - self._t0
+        if self._b0 is None or b1 is None or wall <= 0:
+            self.seconds = self.cores = None
+        else:
+            self.seconds = max(0.0, (b1 - self._b0) - (time.process_time() - self._c0))
+            self.cores = self.seconds / wall
+        return False

@@ -1,4 +1,4 @@
-"""PyTorch-eager and JAX implementations of the benchmark MLPs (the peers nnjit is measured against).
+"""PyTorch-eager and JAX implementations of the benchmark MLPs (the peers nnjit is measured by).
 
 Both train ``Linear - ReLU - ... - Linear`` classifiers with softmax cross-entropy and Adam, with
 the L2 flavour of ``torch.optim.Adam(weight_decay=...)`` (``g += wd * w`` on every parameter,
@@ -90,7 +90,7 @@ def torch_mlp(sizes):
 def torch_fit(sizes, X, y, Xv=None, yv=None, *, batch_size: int, lr: float,
               weight_decay: float = 0.0, epochs: int = 100, tol: float = 1e-4,
               n_iter_no_change: int | None = 10, seed: int = 0) -> dict:
-    """Build and train an MLP in eager PyTorch; ``X``/``y`` etc. are tensors (:func:`torch_tensors`).
+    """Build and train an MLP in eager PyTorch; ``X``, ``y``, ... are :func:`torch_tensors`.
 
     Returns ``{"model", "epochs", "epoch_s" (per-epoch wall times, validation included),
     "best_epoch" (1-based or None), "val_loss" (per epoch)}``. With validation data the loop
@@ -304,7 +304,7 @@ class JaxFit:
         return out
 
     def run(self, args) -> dict:
-        """One whole fit on ``device_args(...)``; returns ``{"params", "epochs", "best_val_loss"}``."""
+        """One whole fit on ``device_args(...)``: ``{"params", "epochs", "best_val_loss"}``."""
         import jax
 
         if self._compiled is None:

@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python -m benchmarks.scale            # full run (about 1-2 minutes), tables + results/scale.json
+    python -m benchmarks.scale            # full run (about 1 minute): tables + results/scale.json
     python -m benchmarks.scale --quick    # tiny sizes, 1 repeat (smoke test; numbers meaningless)
 
 1. GEMM peak: float32 ``1024^3`` matrix products with BLAS pinned to 1 thread (numba's ``np.dot``,
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import gc
 import math
+import os
 import statistics
 import sys
 import time
@@ -270,7 +271,8 @@ def _torch_runner(torch, X, y, sizes, batch: int, epochs: int, warmup: int = 1):
         wall = time.perf_counter() - t0
         cpu = time.process_time() - c0
         return dict(epoch_s=statistics.median(times[warmup:]), epoch_times=times[warmup:],
-                    wall_s=wall, cpu_per_wall=cpu / wall, first_epoch_s=times[0], final_train_loss=loss_sum / n)
+                    wall_s=wall, cpu_per_wall=cpu / wall, first_epoch_s=times[0],
+                    final_train_loss=loss_sum / n)
     return run
 
 
@@ -420,12 +422,13 @@ def print_report(res: dict) -> None:
             ep = e["epoch_s"]
             rows.append([name, c, fmt_time(ep["median"], "ms"), fmt_time(ep["min"], "ms"),
                          fmt_time(ep["max"], "ms"), fmt_num(e["gflops"], 1),
+                         fmt_num(e["gflops_executed"], 1),
                          f"{e['fraction_of_peak']:.0%}", f"{e['gemm_only_fraction']:.0%}",
                          fmt_ratio(e["vs_nnjit"]), fmt_num(e["cpu_per_wall"]["median"], 2),
                          fmt_num(e["final_train_loss"]["median"])])
     for name, msg in s["skipped"].items():
         rows.append([name, msg])
-    print_table(["data", "contender", "epoch", "min", "max", "GFLOP/s", "of peak",
+    print_table(["data", "contender", "epoch", "min", "max", "GFLOP/s", "executed", "of peak",
                  "GEMM-only", "vs nnjit", "CPU/wall", "train loss"], rows,
                 f"2. {'-'.join(map(str, SIZES))}, batch {BATCH}, {s['n_samples']} samples, "
                 f"{s['steps_per_epoch']} steps/epoch: median over {s['repeats']} repeats of the "
@@ -455,8 +458,10 @@ def print_report(res: dict) -> None:
             ["load average before", " ".join(f"{x:.2f}" for x in env["loadavg_before"] or [])],
             ["load average after", " ".join(f"{x:.2f}" for x in env["loadavg_after"] or [])],
             ["BLAS threads inside nnjit fit", str(env.get("blas_inside_fit"))],
-            ["BLAS libraries", ", ".join(f"{x.get('internal_api')} {x.get('version')}"
-                                         for x in g["blas_libraries"]) or "-"],
+            ["BLAS libraries",
+             ", ".join(f"{x.get('internal_api')} {x.get('version')} ({x.get('architecture')})"
+                       for x in g["blas_libraries"]) or "-"],
+            ["OPENBLAS_CORETYPE", str(env.get("openblas_coretype"))],
             ["git revision", str(env.get("git_revision"))],
             ["benchmark wall time", fmt_time(res["benchmark_wall_s"])]]
     print_table(["item", "value"], rows, "Environment", align="ll")
@@ -480,6 +485,12 @@ def _warnings(res: dict) -> list[str]:
     if res["config"]["quick"]:
         out.append("--quick: tiny sizes and 1 repeat; the numbers mean nothing")
         return out
+    for name, per in res["scale"]["datasets"].items():
+        for c, e in per.items():
+            share = e["cpu_per_wall"]["min"]
+            if share is not None and share < 0.9:
+                out.append(f"{c} on {name} got only {share:.0%} of a CPU in some run (CPU time / "
+                           "wall time): other processes competed for the cores")
     for name, per in res["scale"]["datasets"].items():
         f = per["nnjit"]["fraction_of_peak"]
         if f < TARGET_FRACTION:
@@ -542,7 +553,8 @@ def main(argv=None) -> dict:
                                                 torch.get_num_interop_threads()]
     res["environment"] = environment_info(loadavg_before=load_before, loadavg_after=loadavg(),
                                           blas_inside_fit=blas_inside_fit(nn),
-                                          torch_threads=torch_threads, versions=versions)
+                                          torch_threads=torch_threads, versions=versions,
+                                          openblas_coretype=os.environ.get("OPENBLAS_CORETYPE"))
     res["benchmark_wall_s"] = time.perf_counter() - t_start
     res["warnings"] = _warnings(res)
     print_report(res)

@@ -24,7 +24,9 @@ Contenders, alternated A B C ... in every repeat, each a freshly built model/est
   (:mod:`benchmarks.peers`).
 
 Then Digits 64-64-10 at batch 16, time per epoch (nnjit vs JAX vs PyTorch eager), and a table of
-every target in the issue with PASS / MISS. See ``benchmarks/README.md`` for every column.
+every target in the issue with PASS / MISS. The whole process is pinned to one CPU (XLA ignores its
+thread flags); every table shows CPU time / wall time. See ``benchmarks/README.md`` for every
+column.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from __future__ import annotations
 import argparse
 import gc
 import math
-import os
 import statistics
 import sys
 import time
@@ -40,7 +41,6 @@ import warnings
 from pathlib import Path
 
 from benchmarks._common import (
-    REPO_ROOT,
     RESULTS_DIR,
     NumbaCompileProfiler,
     Stopwatch,
@@ -51,9 +51,12 @@ from benchmarks._common import (
     fmt_time,
     loadavg,
     package_versions,
+    pin_to_one_cpu,
     print_table,
     ratio,
+    shared_data_path,
     summarize,
+    thread_affinities,
     write_json,
 )
 
@@ -66,7 +69,6 @@ DATASETS = {
 SEEDS = (42, 43, 44)
 MAX_EPOCHS, TOL, PATIENCE, L2 = 100, 1e-4, 10, 1e-4
 TEST_SIZE = 0.2
-OLIVETTI_FILE = REPO_ROOT.parent / "shared" / "data" / "olivetti_faces.npz"
 
 # Contender names (the order of the alternation).
 SK = "scikit-learn"
@@ -110,8 +112,8 @@ def load_dataset(name: str):
         from sklearn.datasets import load_digits
         return load_digits(return_X_y=True)
     if name == "Olivetti":
-        path = Path(os.environ.get("NNJIT_OLIVETTI", OLIVETTI_FILE))
-        if path.exists():
+        path = shared_data_path("olivetti_faces.npz")
+        if path is not None:
             with np.load(path, allow_pickle=False) as d:
                 return d["data"], d["target"]
         import nnjit as nn  # the same arrays, bundled with nnjit
@@ -179,7 +181,7 @@ class Contenders:
             with Stopwatch() as sw:
                 clf.fit(d["X_train"], d["y_train"])
         acc = float(np.mean(clf.predict(d["X_test_sk"]) == d["y_test"]))
-        return dict(fit_s=sw.seconds, epochs=int(clf.n_iter_), accuracy=acc,
+        return dict(fit_s=sw.seconds, cpu_s=sw.cpu, epochs=int(clf.n_iter_), accuracy=acc,
                     per_epoch_s=sw.seconds / clf.n_iter_,
                     best_epoch=int(np.argmax(clf.validation_scores_)) + 1)
 
@@ -210,7 +212,8 @@ class Contenders:
             assert len(h) == self.sk_epochs, (len(h), self.sk_epochs)
         compiled = float(h["seconds"].sum())
         acc = float(np.mean(trainer.predict(d["X_test"]) == d["y_test"]))
-        return dict(fit_s=sw.seconds, build_s=build.seconds, epochs=len(h), accuracy=acc,
+        return dict(fit_s=sw.seconds, cpu_s=sw.cpu, build_s=build.seconds, epochs=len(h),
+                    accuracy=acc,
                     per_epoch_s=sw.seconds / len(h), compiled_s=compiled,
                     epoch_compiled_s=float(h["seconds"].median()),
                     outside_s=sw.seconds - compiled, best_epoch=h.attrs.get("best_epoch"))
@@ -230,7 +233,7 @@ class Contenders:
                                   epochs=self.max_epochs, tol=TOL, n_iter_no_change=PATIENCE,
                                   seed=d["seed"])
         acc = float(np.mean(peers.torch_predict(out["model"], t["test"]) == d["y_test"]))
-        return dict(fit_s=sw.seconds, epochs=out["epochs"], accuracy=acc,
+        return dict(fit_s=sw.seconds, cpu_s=sw.cpu, epochs=out["epochs"], accuracy=acc,
                     per_epoch_s=sw.seconds / out["epochs"],
                     epoch_timer_s=statistics.median(out["epoch_s"]),
                     best_epoch=out["best_epoch"])
@@ -257,7 +260,7 @@ class Contenders:
             out = self.jax_fit.run(self.jax_args)
         acc = float(np.mean(self.jax_fit.predict(out["params"], self.d["X_test"])
                             == self.d["y_test"]))
-        return dict(fit_s=sw.seconds, epochs=out["epochs"], accuracy=acc,
+        return dict(fit_s=sw.seconds, cpu_s=sw.cpu, epochs=out["epochs"], accuracy=acc,
                     per_epoch_s=sw.seconds / out["epochs"])
 
     def table(self, have_torch: bool, have_jax: bool) -> dict:
@@ -350,6 +353,7 @@ def summarize_combo(d: dict, cfg: dict, raw: dict, sk_warmup: dict) -> dict:
         fit = e["fit_s"]["median"]
         e["speedup_vs_sklearn"] = ratio(sk_fit, fit)  # sklearn time / contender time
         e["epochs_run"] = sorted({o["epochs"] for o in outs})
+        e["cpu_per_wall"] = summarize(o["cpu_s"] / o["fit_s"] for o in outs)
         if who in (TORCH, JAX):
             e["time_vs_nnjit_own"] = ratio(fit, own_fit)
             e["per_epoch_vs_nnjit_own"] = ratio(e["per_epoch_s"]["median"], own_pe)
@@ -390,7 +394,7 @@ def run_digits64(epochs: int, repeats: int, have: dict) -> dict:
         with Stopwatch() as sw:
             h = trainer.fit(loader, epochs=epochs, n_iter_no_change=None, verbose=False)
         assert len(h) == epochs
-        return dict(fit_s=sw.seconds, per_epoch_s=sw.seconds / epochs,
+        return dict(fit_s=sw.seconds, cpu_s=sw.cpu, per_epoch_s=sw.seconds / epochs,
                     epoch_timer_s=float(h["seconds"].median()),
                     accuracy=float(np.mean(trainer.predict(X_te) == y_te)))
 
@@ -406,7 +410,8 @@ def run_digits64(epochs: int, repeats: int, have: dict) -> dict:
             with Stopwatch() as sw:
                 out = jf.run(args)
             assert out["epochs"] == epochs
-            return dict(fit_s=sw.seconds, per_epoch_s=sw.seconds / epochs, epoch_timer_s=None,
+            return dict(fit_s=sw.seconds, cpu_s=sw.cpu, per_epoch_s=sw.seconds / epochs,
+                        epoch_timer_s=None,
                         accuracy=float(np.mean(jf.predict(out["params"], X_te) == y_te)))
 
         fns["JAX whole fit"] = run_jax
@@ -419,7 +424,7 @@ def run_digits64(epochs: int, repeats: int, have: dict) -> dict:
             with Stopwatch() as sw:
                 out = peers.torch_fit(sizes, Xt, yt, batch_size=batch, lr=lr, epochs=epochs,
                                       n_iter_no_change=None, seed=seed)
-            return dict(fit_s=sw.seconds, per_epoch_s=sw.seconds / epochs,
+            return dict(fit_s=sw.seconds, cpu_s=sw.cpu, per_epoch_s=sw.seconds / epochs,
                         epoch_timer_s=statistics.median(out["epoch_s"]),
                         accuracy=float(np.mean(peers.torch_predict(out["model"], Xtt) == y_te)))
 
@@ -434,7 +439,8 @@ def run_digits64(epochs: int, repeats: int, have: dict) -> dict:
     base = statistics.median(o["per_epoch_s"] for o in raw["nnjit"])
     for who, outs in raw.items():
         e = {k: summarize(o[k] for o in outs)
-             for k in ("fit_s", "per_epoch_s", "epoch_timer_s", "accuracy")}
+             for k in ("fit_s", "cpu_s", "per_epoch_s", "epoch_timer_s", "accuracy")}
+        e["cpu_per_wall"] = summarize(o["cpu_s"] / o["fit_s"] for o in outs)
         e["per_epoch_vs_nnjit"] = ratio(e["per_epoch_s"]["median"], base)
         out["contenders"][who] = e
     return out
@@ -610,10 +616,31 @@ def evaluate_targets(res: dict) -> list[dict]:
         add("NRT allocations per epoch, steady state", "0", fmt_num(per), per == 0, src)
     else:
         add("NRT allocations per epoch, steady state", "0", "-", None, src)
-    add("784-256-256-10 batch 128, fraction of 1-thread GEMM peak", ">= 80%", "-", None,
-        "not measured by seed_table (scale benchmark)")
-    add("two trainers in two threads", ">= 1.8x one after the other", "-", None,
-        "not measured by seed_table (threads benchmark)")
+    scale = _load_other("scale")
+    src = f"benchmarks.scale, {scale.get('written_at')}" if scale else "run benchmarks.scale"
+    try:
+        fracs = {name: per["nnjit"]["fraction_of_peak"]
+                 for name, per in scale["scale"]["datasets"].items()}
+    except (KeyError, TypeError):
+        fracs = {}
+    if fracs and not scale.get("config", {}).get("quick"):
+        worst = min(fracs.values())
+        add("784-256-256-10 batch 128, fraction of 1-thread GEMM peak", ">= 80%",
+            ", ".join(f"{k} {v:.0%}" for k, v in fracs.items()), worst >= 0.8, src)
+    else:
+        add("784-256-256-10 batch 128, fraction of 1-thread GEMM peak", ">= 80%", "-", None, src)
+    mem = _load_other("memory")
+    src = f"benchmarks.memory, {mem.get('written_at')}" if mem else "run benchmarks.memory"
+    try:
+        thr = {name: e["ratio_per_repeat"]["median"] for name, e in mem["threads"].items()}
+    except (KeyError, TypeError):
+        thr = {}
+    if thr and not mem.get("config", {}).get("quick"):
+        add("two trainers in two threads", ">= 1.8x one after the other",
+            ", ".join(f"{k} {fmt_ratio(v)}" for k, v in thr.items()),
+            min(thr.values()) >= 1.8, src)
+    else:
+        add("two trainers in two threads", ">= 1.8x one after the other", "-", None, src)
     return rows
 
 
@@ -626,7 +653,9 @@ def print_report(res: dict) -> None:
     st = res.get("seed_table", {})
     combos = st.get("combos", {})
     env = res["environment"]
-    print(f"nnjit seed table -- {env['cpu_model']}, {env['cpu_affinity']} usable cores; "
+    pin = env.get("pinned")
+    where = f", every contender pinned to CPU {pin['cpu']}" if pin else ""
+    print(f"nnjit seed table -- {env['cpu_model']}, {env['cpu_affinity']} usable cores{where}; "
           f"{res['config']['repeats']} repeats, medians [min-max]; speed-up = scikit-learn fit "
           f"time / contender fit time\n", flush=True)
 
@@ -642,13 +671,14 @@ def print_report(res: dict) -> None:
             rows.append([f"{ds} ({cfg['seed']})" if first else "", label,
                          _pm(c["fit_s"], "ms"), fmt_time(c["per_epoch_s"]["median"], "ms"),
                          fmt_num(c["epochs"]["median"]), fmt_num(c["accuracy"]["median"], 4),
-                         fmt_ratio(c["speedup_vs_sklearn"])])
+                         fmt_ratio(c["speedup_vs_sklearn"]),
+                         fmt_num(c["cpu_per_wall"]["median"], 2)])
             first = False
     if rows:
         print_table(["data set (seed)", "contender", "fit time [min-max]", "per epoch", "epochs",
-                     "test acc", "speed-up"], rows,
+                     "test acc", "speed-up", "CPU/wall"], rows,
                     "1. Seed table, the original's seeds (Iris 42, Digits 43, Olivetti 44): "
-                    "fit only, fresh model each repeat", align="llrrrrr")
+                    "fit only, fresh model each repeat", align="llrrrrrr")
 
     # 2. every seed
     rows = []
@@ -751,12 +781,13 @@ def print_report(res: dict) -> None:
         for who, c in d64["contenders"].items():
             rows.append([who, _pm(c["per_epoch_s"], "ms"),
                          fmt_time(c["epoch_timer_s"]["median"], "ms"),
-                         fmt_ratio(c["per_epoch_vs_nnjit"]), fmt_num(c["accuracy"]["median"], 4)])
+                         fmt_ratio(c["per_epoch_vs_nnjit"]), fmt_num(c["accuracy"]["median"], 4),
+                         fmt_num(c["cpu_per_wall"]["median"], 2)])
         print_table(["contender", "per epoch (fit / epochs) [min-max]", "epoch timer",
-                     "vs nnjit", "test acc"], rows,
+                     "vs nnjit", "test acc", "CPU/wall"], rows,
                     f"6. Digits 64-{d64['sizes'][1]}-10, batch {d64['batch']} "
                     f"({d64['steps_per_epoch']} steps/epoch), Adam lr {d64['lr']}, "
-                    f"{d64['epochs']} epochs, no validation, 1 thread", align="lrrrr")
+                    f"{d64['epochs']} epochs, no validation, 1 thread", align="lrrrrr")
 
     # 7. targets
     rows = [[t["benchmark"], t["target"], t["measured"], t["status"], t["note"]]
@@ -777,8 +808,12 @@ def print_report(res: dict) -> None:
              + " ".join(f"{x:.2f}" for x in env["loadavg_after"] or [])],
             ["BLAS threads (all libraries), start / end",
              f"{blas.get('threads_start')} / {blas.get('threads_end')}"],
-            ["BLAS libraries", ", ".join(f"{b.get('internal_api')} {b.get('version')}"
-                                         for b in blas.get("libraries", [])) or "-"],
+            ["BLAS libraries (kernel)",
+             ", ".join(f"{b.get('internal_api')} {b.get('version')} ({b.get('architecture')})"
+                       for b in blas.get("libraries", [])) or "-"],
+            ["pinned to CPU", "no (--no-pin)" if not env.get("pinned") else
+             f"{env['pinned']['cpu']} (of {env['pinned']['previous']}); CPUs of the "
+             f"{env.get('n_threads')} threads at the end: {env.get('thread_cpus')}"],
             ["PyTorch threads", str(env.get("torch_threads"))],
             ["XLA_FLAGS", str((env.get("jax") or {}).get("xla_flags"))],
             ["skipped", "; ".join(f"{k}: {m}" for k, m in res.get("skipped", {}).items()) or "-"],
@@ -817,6 +852,10 @@ def main(argv=None) -> dict:
                    help="epochs of the Digits 64-64-10 per-epoch row (30; 0 skips it)")
     p.add_argument("--no-torch", action="store_true", help="skip PyTorch")
     p.add_argument("--no-jax", action="store_true", help="skip JAX")
+    p.add_argument("--cpu", type=int, default=None,
+                   help="pin the process to this CPU (default: the highest-numbered usable CPU)")
+    p.add_argument("--no-pin", action="store_true",
+                   help="do not pin the process to one CPU (XLA then uses more than one thread)")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="also cProfile N same-work Iris fits of nnjit (default 0: off)")
     p.add_argument("--quick", action="store_true",
@@ -836,6 +875,9 @@ def main(argv=None) -> dict:
 
     t_start = time.perf_counter()
     load_before = loadavg()
+    # One CPU for the whole process, before any library starts a thread pool: every contender is
+    # meant to run single-threaded, and XLA does not honour its thread flags.
+    pinned = None if args.no_pin else pin_to_one_cpu(args.cpu)
     # Load every BLAS before limiting it: numpy's and scipy's (which numba's np.dot calls), then
     # the peers' libraries.
     import numpy  # noqa: F401
@@ -876,7 +918,7 @@ def main(argv=None) -> dict:
                                 max_epochs=args.max_epochs, tol=TOL, n_iter_no_change=PATIENCE,
                                 l2=L2, test_size=TEST_SIZE, per_dataset=DATASETS,
                                 digits64=dict(D64, epochs=args.digits64_epochs),
-                                quick=args.quick),
+                                pin=not args.no_pin, quick=args.quick),
                  "skipped": skipped}
     with threadpool_limits(limits=1, user_api="blas"):
         threads_start = _blas_threads()
@@ -893,6 +935,7 @@ def main(argv=None) -> dict:
             log(f"cProfile of {args.profile} nnjit fits")
             res["profile"] = profile_fit("Iris", DATASETS["Iris"]["seed"], SAME, args.profile)
         threads_end = _blas_threads()
+    affinities = thread_affinities()
 
     from benchmarks._common import blas_info
 
@@ -901,7 +944,11 @@ def main(argv=None) -> dict:
     res["environment"] = environment_info(
         loadavg_before=load_before, loadavg_after=loadavg(), versions=versions,
         blas=dict(threads_start=threads_start, threads_end=threads_end, libraries=blas_info()),
-        torch_threads=torch_threads, jax=peers.jax_versions() if have["jax"] else None)
+        torch_threads=torch_threads, jax=peers.jax_versions() if have["jax"] else None,
+        pinned=pinned, thread_cpus=sorted({c for cpus in affinities.values() for c in cpus}),
+        n_threads=len(affinities))
+    if pinned:  # the machine's usable cores, not the one this process was pinned to
+        res["environment"]["cpu_affinity"] = len(pinned["previous"])
     res["targets"] = evaluate_targets(res)
     res["benchmark_wall_s"] = time.perf_counter() - t_start
     res["warnings"] = _warnings(res)
@@ -928,6 +975,23 @@ def _warnings(res: dict) -> list[str]:
     if ff and ff["n_compiles"]:
         out.append(f"nnjit's first fit compiled {ff['n_compiles']} functions (empty numba cache); "
                    "the timed fits ran afterwards with compiled code in memory")
+    many, starved = [], []
+    combos = res.get("seed_table", {}).get("combos", {})
+    cells = [(f"{who} on {key}", c) for key, e in combos.items()
+             for who, c in e["contenders"].items()]
+    cells += [(f"{who} on Digits 64", c)
+              for who, c in (res.get("digits64") or {}).get("contenders", {}).items()]
+    for where, c in cells:
+        cw = c.get("cpu_per_wall", {}).get("median")
+        if cw is not None and cw > 1.15:
+            many.append(f"{where}: {cw:.2f}")
+        elif cw is not None and cw < 0.9:
+            starved.append(f"{where}: {cw:.2f}")
+    if many:
+        out.append("CPU time / wall time above 1 (more than one thread busy): " + "; ".join(many))
+    if starved:
+        out.append("CPU time / wall time below 0.9 (another process shared the CPU; those times "
+                   "are inflated): " + "; ".join(starved))
     if res["config"]["quick"]:
         out.append("--quick: a smoke run, the numbers mean nothing")
     return out

@@ -1,0 +1,91 @@
+"""Smoke test of the benchmark suite: ``python -m benchmarks --quick`` runs every benchmark on tiny
+sizes with 1 repeat and each writes its JSON. No timing is asserted (the numbers of a --quick run
+mean nothing); only that every benchmark completes and writes the keys its report is built from.
+
+Runs once per session in a fresh process (about 45 s on 2 cores, most of it ``benchmarks.core``'s
+cold compile into an empty numba cache). Select or skip with ``-m bench`` / ``-m "not bench"``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.bench
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Keys every benchmark writes, and the ones each benchmark adds.
+COMMON_KEYS = {"benchmark", "config", "environment", "warnings", "benchmark_wall_s"}
+EXPECTED_KEYS = {
+    "core": {"cold_compile", "warm_first_fit", "steady_state", "nrt"},
+    "seed_table": {"seed_table"},
+    "scale": {"gemm", "scale", "batch_sweep"},
+    "memory": {"nrt", "rss", "threads", "blas_threads_inside_fits"},
+}
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench-results")
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_DISABLE_JIT", "NUMBA_NRT_STATS")}
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--out-dir", str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return out, proc
+
+
+def _log(proc) -> str:
+    return f"exit {proc.returncode}\n--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n" \
+           f"{proc.stderr[-4000:]}"
+
+
+def test_suite_exits_cleanly(suite):
+    _, proc = suite
+    assert proc.returncode == 0, _log(proc)
+    assert "Benchmark suite (--quick)" in proc.stdout
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_KEYS))
+def test_benchmark_writes_json(suite, name):
+    if importlib.util.find_spec(f"benchmarks.{name}") is None:
+        pytest.skip(f"benchmarks.{name} does not exist")
+    out, proc = suite
+    path = out / f"{name}.json"
+    assert path.is_file(), f"{name} wrote no JSON\n{_log(proc)}"
+    data = json.loads(path.read_text())
+    missing = (COMMON_KEYS | EXPECTED_KEYS[name]) - set(data)
+    assert not missing, f"{name}.json lacks {sorted(missing)}"
+    assert data["benchmark"] == name
+    assert isinstance(data["warnings"], list)
+
+
+def test_scale_json_has_the_reported_numbers(suite):
+    out, _ = suite
+    data = json.loads((out / "scale.json").read_text())
+    assert data["config"]["quick"] is True
+    assert data["gemm"]["peak_gflops"] > 0
+    assert data["gemm"]["shapes"]["gemms"] and data["gemm"]["shapes"]["step_seconds"] > 0
+    nnjit = data["scale"]["datasets"]["synthetic"]["nnjit"]
+    for key in ("epoch_s", "gflops", "fraction_of_peak", "gemm_only_fraction"):
+        assert key in nnjit
+    assert {r["batch"] for r in data["batch_sweep"]["rows"]} == {16, 64, 256}
+
+
+def test_memory_json_has_the_reported_numbers(suite):
+    out, _ = suite
+    data = json.loads((out / "memory.json").read_text())
+    assert data["config"]["quick"] is True
+    for entry in data["nrt"].values():
+        assert {"alloc_2", "alloc_12", "per_epoch"} <= set(entry)
+    for name in ("digits", "mlp784"):
+        stages = data["rss"][name]["stages"]
+        assert stages and all(s["peak"]["median"] > 0 for s in stages)
+        threads = data["threads"][name]
+        assert {"sequential", "threads", "ratio_per_repeat"} <= set(threads)
+    assert "blas_threads_inside_fits" in data
