@@ -36,6 +36,7 @@ from nnjit.graph.opcodes import (
 )
 from nnjit.kernels import dense as kd
 from nnjit.kernels import elementwise as ke
+from nnjit.kernels import gradients as gk
 from nnjit.kernels import loss as kl
 from nnjit.kernels import optim as ko
 from nnjit.kernels import rng as kr
@@ -65,8 +66,11 @@ LAYOUT_WIDTH = 7
     C_OPT_KIND,
     C_REG_COEF,
     C_REG_PER_BATCH,
-) = range(13)
-CONFIG_WIDTH = 13
+    C_CLIP_NORM,  # > 0: clip the gradient's global norm to this
+    C_ACCUM_STEPS,  # optimizer step every this many minibatches (mean gradient)
+    C_PLATEAU,  # 1: ReduceLROnPlateau on the monitored value (params/state in ``plateau``)
+) = range(16)
+CONFIG_WIDTH = 16
 
 MONITOR_VAL_LOSS, MONITOR_VAL_ACCURACY, MONITOR_TRAIN_LOSS = 0, 1, 2
 OPT_SGD, OPT_ADAM, OPT_RMSPROP = 0, 1, 2
@@ -93,8 +97,11 @@ OPT_SGD, OPT_ADAM, OPT_RMSPROP = 0, 1, 2
     ST_VAL_N,
     ST_EPOCH_T0,  # monotonic ns at the start of the epoch
     ST_RESTORED,  # 1 when best weights were restored
-) = range(20)
-STATE_WIDTH = 20
+    ST_LR,  # learning rate of the next optimizer step
+    ST_FIT_STEP,  # optimizer steps taken in this fit (index into the LR table)
+    ST_ACCUM_N,  # minibatches accumulated towards the next step
+) = range(23)
+STATE_WIDTH = 23
 
 # History columns (float64, one row per epoch).
 H_EPOCH, H_TRAIN_LOSS, H_TRAIN_ACC, H_VAL_LOSS, H_VAL_ACC, H_LR, H_SECONDS = range(7)
@@ -303,16 +310,16 @@ def _load_batch(src, perm, use_perm, start, rows, dst):
 
 
 @jit
-def _optimizer_step(kind, params, grads, opt_state, opt_hyper, step):
-    """One update of the flat parameter block."""
+def _optimizer_step(kind, params, grads, opt_state, opt_hyper, lr, step):
+    """One update of the flat parameter block with learning rate ``lr``."""
     if kind == OPT_SGD:
-        ko.sgd_update(params, grads, opt_state[0], opt_hyper[0], opt_hyper[1], opt_hyper[2],
+        ko.sgd_update(params, grads, opt_state[0], lr, opt_hyper[1], opt_hyper[2],
                       opt_hyper[3] != 0.0, opt_hyper[4], step)
     elif kind == OPT_ADAM:
-        ko.adam_update(params, grads, opt_state[0], opt_state[1], opt_hyper[0], opt_hyper[1],
+        ko.adam_update(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1],
                        opt_hyper[2], opt_hyper[3], opt_hyper[4], opt_hyper[5] != 0.0, step)
     else:
-        ko.rmsprop_update(params, grads, opt_state[0], opt_state[1], opt_hyper[0], opt_hyper[1],
+        ko.rmsprop_update(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1],
                           opt_hyper[2], opt_hyper[3], opt_hyper[4], step)
 
 
@@ -333,14 +340,14 @@ def _copy(src, dst):
 
 
 @jit
-def _end_epoch(cfg, state, history, params, best, opt_hyper, n_val):
+def _end_epoch(cfg, state, history, params, best, plateau, n_val):
     """Epoch bookkeeping: history row, early stopping (scikit-learn's rule), best snapshot."""
     e = int(state[ST_EPOCH])
     train_loss = state[ST_TRAIN_LOSS] / max(state[ST_TRAIN_N], 1.0)
     history[e, H_EPOCH] = e + 1
     history[e, H_TRAIN_LOSS] = train_loss
     history[e, H_TRAIN_ACC] = state[ST_TRAIN_CORRECT] / max(state[ST_TRAIN_N], 1.0)
-    history[e, H_LR] = opt_hyper[0]
+    history[e, H_LR] = state[ST_LR]
     if n_val > 0:
         history[e, H_VAL_LOSS] = state[ST_VAL_LOSS] / state[ST_VAL_N]
         history[e, H_VAL_ACC] = state[ST_VAL_CORRECT] / state[ST_VAL_N]
@@ -365,6 +372,8 @@ def _end_epoch(cfg, state, history, params, best, opt_hyper, n_val):
         state[ST_BEST_EPOCH] = e
         if monitor != MONITOR_TRAIN_LOSS and cfg[C_RESTORE_BEST] != 0.0:
             _copy(params, best)
+    if cfg[C_PLATEAU] != 0.0:
+        state[ST_LR] = gk.plateau_step(plateau[:8], plateau[8:], value)
     state[ST_EPOCH] = e + 1
     if cfg[C_PATIENCE] > 0 and state[ST_BAD_EPOCHS] > cfg[C_PATIENCE]:
         state[ST_STOPPED] = 1.0
@@ -380,12 +389,14 @@ def _restore_best(cfg, state, params, best):
 
 @jit
 def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Yv, perm, cfg,
-            opt_hyper, opt_state, reg_spans, state, best, history, out):
+            opt_hyper, opt_state, reg_spans, lr_table, plateau, accum, state, best, history, out):
     """Run (or resume) ``task`` on a program. Returns (status, record index).
 
     FIT trains on (X, Y) and validates on (Xv, Yv) every epoch; EVALUATE adds loss sums of (X, Y)
     to the state's validation counters; PREDICT writes the output slot for every row of X into
     ``out``; GRADIENT runs forward and backward on all rows of (X, Y) as one batch.
+    The learning rate of the k-th step of a fit is ``lr_table[k]`` (the last entry repeats; an
+    empty table means ``state[ST_LR]`` throughout, which ReduceLROnPlateau may lower).
     """
     # The arrays are passed to kernels thousands of times per epoch: borrow them once, so no
     # call pays for atomic reference counting (it was a quarter of an Iris epoch).
@@ -395,6 +406,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                                        borrow(Xv), borrow(Yv), borrow(perm))
     cfg, opt_hyper, opt_state, reg_spans = (borrow(cfg), borrow(opt_hyper), borrow(opt_state),
                                             borrow(reg_spans))
+    lr_table, plateau, accum = borrow(lr_table), borrow(plateau), borrow(accum)
     state, best, history, out = borrow(state), borrow(best), borrow(history), borrow(out)
     n_params = layout[L_N_PARAMS]
     params = values[:n_params]
@@ -487,9 +499,23 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                 return st.DONE, -1
             coef = cfg[C_REG_COEF] / rows if cfg[C_REG_PER_BATCH] != 0.0 else cfg[C_REG_COEF]
             penalty = ko.l2_penalty(params, pgrads, reg_spans, coef) if coef != 0.0 else 0.0
-            state[ST_STEP] += 1.0
-            _optimizer_step(int(cfg[C_OPT_KIND]), params, pgrads, opt_state, opt_hyper,
-                            int(state[ST_STEP]))
+            group = int(cfg[C_ACCUM_STEPS])
+            if group > 1:  # mean gradient over `group` minibatches (fewer at the epoch's end)
+                gk.accumulate_gradients(pgrads, accum, state[ST_ACCUM_N] == 0.0)
+                state[ST_ACCUM_N] += 1.0
+                if state[ST_ACCUM_N] >= group or job + 1 == n_train_jobs:
+                    gk.mean_into(accum, state[ST_ACCUM_N], pgrads)
+                    state[ST_ACCUM_N] = 0.0
+                    group = 1
+            if group == 1:
+                if cfg[C_CLIP_NORM] > 0.0:
+                    gk.clip_by_global_norm(pgrads, cfg[C_CLIP_NORM])
+                if lr_table.size > 0:
+                    state[ST_LR] = lr_table[min(int(state[ST_FIT_STEP]), lr_table.size - 1)]
+                state[ST_STEP] += 1.0
+                state[ST_FIT_STEP] += 1.0
+                _optimizer_step(int(cfg[C_OPT_KIND]), params, pgrads, opt_state, opt_hyper,
+                                state[ST_LR], int(state[ST_STEP]))
             state[ST_TRAIN_LOSS] += stats[0] + penalty * rows
             state[ST_TRAIN_CORRECT] += stats[1]
             state[ST_TRAIN_N] += rows
@@ -509,7 +535,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             state[ST_JOB] = -1
             if task != TASK_FIT:
                 return st.DONE, -1
-            _end_epoch(cfg, state, history, params, best, opt_hyper, n_val)
+            _end_epoch(cfg, state, history, params, best, plateau, n_val)
             epochs_this_call += 1
             if cfg[C_CHUNK] > 0 and epochs_this_call >= cfg[C_CHUNK]:
                 return st.PAUSED, -1  # also after the last epoch, before the best is restored

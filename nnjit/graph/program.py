@@ -90,17 +90,21 @@ class Program:
         return self.nodes[op_index].owner if 0 <= op_index < len(self.nodes) else ""
 
     # -- running -------------------------------------------------------------------------------
-    def run(self, task, X, Y, Xv, Yv, perm, cfg, opt_hyper, opt_state, reg_spans, state, best,
-            history, out, on_pause=None) -> int:
+    def run(self, task, data, training, state, best, history, out, on_pause=None) -> int:
         """Call the compiled loop until the task is done, running Python ops and pauses.
 
-        Returns the final status (DONE). Raises on divergence.
+        Args:
+            data: ``(X, Y, Xv, Yv, perm)`` arrays.
+            training: ``(cfg, opt_hyper, opt_state, reg_spans, lr_table, plateau, accum)``.
+            on_pause: called after every epoch chunk; returning False stops the run.
+
+        Returns the final status (DONE, or PAUSED when ``on_pause`` stopped it).
+        Raises on divergence.
         """
         while True:
             status, where = it.execute(
                 task, self.records, self.slots, self.hyper, self.values, self.grads,
-                self.rng, self.layout, X, Y, Xv, Yv, perm, cfg, opt_hyper, opt_state,
-                reg_spans, state, best, history, out,
+                self.rng, self.layout, *data, *training, state, best, history, out,
             )
             if status == st.YIELD_FORWARD or status == st.YIELD_BACKWARD:
                 self._run_python_op(status, int(where), state)

@@ -20,6 +20,7 @@ from nnjit.optim import Optimizer, get_optimizer
 from nnjit.optim.adam import Adam
 from nnjit.random import next_seed
 from nnjit.regularizers import Regularizer
+from nnjit.schedulers import ReduceLROnPlateau, Scheduler
 from nnjit.train.threads import single_threaded_blas
 
 if TYPE_CHECKING:  # pandas costs ~100 ms at import; it is loaded when the first history is built
@@ -175,7 +176,8 @@ class Trainer:
     # -- fitting ---------------------------------------------------------------------------------
     def fit(self, train, epochs: int = 100, val=None, *, val_dataloader=None, tol: float = 1e-4,
             n_iter_no_change: int | None = 10, monitor: str | None = None,
-            restore_best: bool = True, verbose=True, callbacks=None) -> pd.DataFrame:
+            restore_best: bool = True, verbose=True, callbacks=None, scheduler=None,
+            grad_clip_norm: float | None = None, accumulation_steps: int = 1) -> pd.DataFrame:
         """Train for up to ``epochs`` epochs; validate every epoch when ``val`` is given.
 
         Early stopping follows scikit-learn's rule: an epoch counts as *no improvement* unless
@@ -196,6 +198,12 @@ class Trainer:
             verbose: False/0 silent, True/1 one summary line, 2 one line per epoch.
             callbacks: callables ``f(history_dataframe)`` run after every epoch; returning
                 False stops training.
+            scheduler: a learning-rate scheduler from :mod:`nnjit.schedulers`, applied inside
+                the compiled loop (per step; ``ReduceLROnPlateau`` watches ``monitor``).
+            grad_clip_norm: clip the gradient's global L2 norm to this value (PyTorch's
+                ``clip_grad_norm_``), after regularisation, before the optimizer step.
+            accumulation_steps: take one optimizer step per this many minibatches, with their
+                mean gradient (the last group of an epoch may be shorter).
 
         Returns:
             The history, a DataFrame with one row per epoch run: ``epoch, train_loss,
@@ -227,6 +235,17 @@ class Trainer:
             raise ValueError(f"fit: monitor='val_accuracy' needs a classification loss, "
                              f"not {type(self.loss).__name__}; use 'val_loss'")
         callbacks = list(callbacks or [])
+        if grad_clip_norm is not None and not (np.isfinite(grad_clip_norm) and grad_clip_norm > 0):
+            raise ValueError(f"fit: grad_clip_norm must be a number > 0 or None, "
+                             f"got {grad_clip_norm!r}")
+        if (isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps,
+                                                                   (int, np.integer))
+                or accumulation_steps < 1):
+            raise ValueError(f"fit: accumulation_steps must be an int >= 1, "
+                             f"got {accumulation_steps!r}")
+        if scheduler is not None and not isinstance(scheduler, Scheduler):
+            raise TypeError(f"fit: scheduler must be one of nnjit.schedulers' classes, got "
+                            f"{type(scheduler).__name__}")
 
         train = self._as_loader(train, None, "fit: train")
         # Validation given as arrays runs in batches no larger than needed (the arena is laid
@@ -264,6 +283,11 @@ class Trainer:
         cfg[it.C_OPT_KIND] = self.optimizer.kind
         cfg[it.C_REG_COEF] = self.regularizer.coef if self.regularizer else 0.0
         cfg[it.C_REG_PER_BATCH] = bool(self.regularizer and self.regularizer.per_batch)
+        cfg[it.C_CLIP_NORM] = grad_clip_norm or 0.0
+        cfg[it.C_ACCUM_STEPS] = accumulation_steps
+        lr_table, plateau = self._schedule(scheduler, monitor, epochs,
+                                           -(-len(train) // accumulation_steps))
+        cfg[it.C_PLATEAU] = plateau.size > 0
 
         state = self._state
         state[:] = 0.0
@@ -271,6 +295,7 @@ class Trainer:
         state[it.ST_BEST] = -np.inf if monitor == "val_accuracy" else np.inf
         state[it.ST_BEST_EPOCH] = -1
         state[it.ST_JOB] = -1
+        state[it.ST_LR] = self.optimizer.lr
         history = np.zeros((epochs, len(it.HISTORY_COLUMNS)), dtype=np.float64)
         # The shuffle order carries over between fits (and checkpoints), so fitting 4 then 2
         # epochs is the same as fitting 6.
@@ -289,9 +314,14 @@ class Trainer:
         status = None
         try:
             with single_threaded_blas():
-                status = program.run(it.TASK_FIT, X, Y, Xv, Yv, perm, cfg, opt_hyper,
-                            self.optimizer.state, self._reg_spans, state, self._best, history,
-                            self._empty(1), on_pause=on_epoch if per_epoch else None)
+                accum = (np.empty(program.n_params, self.dtype) if accumulation_steps > 1
+                         else self._empty(0).reshape(0))
+                status = program.run(
+                    it.TASK_FIT, (X, Y, Xv, Yv, perm),
+                    (cfg, opt_hyper, self.optimizer.state, self._reg_spans, lr_table, plateau,
+                     accum),
+                    state, self._best, history, self._empty(1),
+                    on_pause=on_epoch if per_epoch else None)
         finally:
             self.optimizer.iterations = int(state[it.ST_STEP])
             self.model.eval()
@@ -303,6 +333,20 @@ class Trainer:
         if verbose:
             print(_summary_line(self.history_, patience, tol))
         return self.history_
+
+    def _schedule(self, scheduler, monitor: str, epochs: int, steps_per_epoch: int):
+        """(lr_table, plateau) arrays for the compiled loop; empty arrays mean "not used"."""
+        none = np.zeros(0, dtype=np.float64)
+        if scheduler is None:
+            return none, none
+        if isinstance(scheduler, ReduceLROnPlateau):
+            if (scheduler.mode == "max") != (monitor == "val_accuracy"):
+                raise ValueError(f"fit: ReduceLROnPlateau(mode={scheduler.mode!r}) does not fit "
+                                 f"monitor={monitor!r}; use mode='max' for accuracy, 'min' for "
+                                 "losses")
+            return none, np.concatenate([scheduler.plateau_params(),
+                                         scheduler.plateau_state(self.optimizer.lr)])
+        return scheduler.lr_table(self.optimizer.lr, epochs, steps_per_epoch), none
 
     def _history_frame(self, history, state, monitor) -> pd.DataFrame:
         import pandas as pd
@@ -348,10 +392,15 @@ class Trainer:
         cfg = self._cfg.copy()
         cfg[it.C_EVAL_BATCH] = self.program.max_batch
         with single_threaded_blas():
-            self.program.run(task, X, Y, X, Y, np.zeros(0, np.int64), cfg,
-                             self.optimizer.hyper_vector(), self.optimizer.state,
-                             self._reg_spans, state, self._best, np.zeros((1, 7)), out)
+            self.program.run(task, (X, Y, X, Y, np.zeros(0, np.int64)), self._no_training(cfg),
+                             state, self._best, np.zeros((1, 7)), out)
         return state
+
+    def _no_training(self, cfg):
+        """The training arrays for tasks that take no optimizer step."""
+        none = np.zeros(0, dtype=np.float64)
+        return (cfg, self.optimizer.hyper_vector(), self.optimizer.state, self._reg_spans, none,
+                none, np.zeros(0, dtype=self.dtype))
 
     def predict_outputs(self, X) -> np.ndarray:
         """Raw network outputs ``(N, out_features)`` (logits for classification losses)."""
@@ -412,9 +461,8 @@ class Trainer:
         state = np.zeros(it.STATE_WIDTH, dtype=np.float64)
         state[it.ST_JOB] = -1
         with single_threaded_blas():
-            self.program.run(it.TASK_GRADIENT, Xa, Y, Xa, Y, np.arange(len(Xa)), self._cfg,
-                             self.optimizer.hyper_vector(), self.optimizer.state,
-                             self._reg_spans, state, self._best, np.zeros((1, 7)),
+            self.program.run(it.TASK_GRADIENT, (Xa, Y, Xa, Y, np.arange(len(Xa))),
+                             self._no_training(self._cfg), state, self._best, np.zeros((1, 7)),
                              self._empty(1))
         self.last_loss_ = state[it.ST_BATCH_LOSS] / len(Xa)
         return {n: np.array(p.grad, copy=True) for n, p in self.model.named_parameters()}
