@@ -21,6 +21,7 @@ from nnjit.optim.adam import Adam
 from nnjit.random import next_seed
 from nnjit.regularizers import Regularizer
 from nnjit.schedulers import ReduceLROnPlateau, Scheduler
+from nnjit.train.callbacks import CallbackList
 from nnjit.train.threads import single_threaded_blas
 
 if TYPE_CHECKING:  # pandas costs ~100 ms at import; it is loaded when the first history is built
@@ -82,6 +83,7 @@ class Trainer:
         self._cfg = np.zeros(it.CONFIG_WIDTH, dtype=np.float64)
         self._perm: np.ndarray | None = None
         self._pending_rng: np.ndarray | None = None
+        self.stop_training = False  # a callback may set it to stop after the current epoch
 
     # -- compilation -----------------------------------------------------------------------------
     def _trace(self, n_features: int, max_batch: int):
@@ -196,8 +198,8 @@ class Trainer:
                 ``"train_loss"`` (default without).
             restore_best: restore the best validated weights at the end.
             verbose: False/0 silent, True/1 one summary line, 2 one line per epoch.
-            callbacks: callables ``f(history_dataframe)`` run after every epoch; returning
-                False stops training.
+            callbacks: :class:`~nnjit.train.callbacks.Callback` objects, or callables
+                ``f(history_dataframe)`` run after every epoch; returning False stops training.
             scheduler: a learning-rate scheduler from :mod:`nnjit.schedulers`, applied inside
                 the compiled loop (per step; ``ReduceLROnPlateau`` watches ``monitor``).
             grad_clip_norm: clip the gradient's global L2 norm to this value (PyTorch's
@@ -234,7 +236,7 @@ class Trainer:
         if monitor == "val_accuracy" and not self.loss.is_classification:
             raise ValueError(f"fit: monitor='val_accuracy' needs a classification loss, "
                              f"not {type(self.loss).__name__}; use 'val_loss'")
-        callbacks = list(callbacks or [])
+        callbacks = CallbackList(callbacks or [])
         if grad_clip_norm is not None and not (np.isfinite(grad_clip_norm) and grad_clip_norm > 0):
             raise ValueError(f"fit: grad_clip_norm must be a number > 0 or None, "
                              f"got {grad_clip_norm!r}")
@@ -305,12 +307,21 @@ class Trainer:
         opt_hyper = self.optimizer.hyper_vector()
 
         def on_epoch():
-            frame = self._history_frame(history, state, monitor)
+            self.history_ = frame = self._history_frame(history, state, monitor)
+            logs = frame.iloc[-1].to_dict()
             if verbose == 2:
-                print(_epoch_line(frame.iloc[-1]))
-            return all(cb(frame) is not False for cb in callbacks)
+                print(_epoch_line(logs))
+            epoch = len(frame)
+            keep_going = callbacks.on_epoch_end(self, epoch, logs) is not False
+            keep_going = keep_going and not self.stop_training
+            if keep_going and epoch < epochs:
+                callbacks.on_epoch_begin(self, epoch + 1)
+            return keep_going
 
         self.model.train()
+        self.stop_training = False
+        callbacks.on_train_begin(self)
+        callbacks.on_epoch_begin(self, 1)
         status = None
         try:
             with single_threaded_blas():
@@ -330,6 +341,8 @@ class Trainer:
             it._restore_best(cfg, state, program.params, self._best)
             self.history_.attrs["restored_best"] = bool(state[it.ST_RESTORED])
             self.history_.attrs["stop_reason"] = "stopped by a callback"
+        callbacks.on_train_end(self, self.history_.iloc[-1].to_dict() if len(self.history_)
+                               else {})
         if verbose:
             print(_summary_line(self.history_, patience, tol))
         return self.history_
