@@ -1,4 +1,8 @@
-"""Command line: ``nnjit demo`` (train on built-in data) and ``nnjit warmup`` (compile)."""
+"""Command line of nnjit.
+
+``nnjit train CONFIG.yaml`` trains a run, ``nnjit runs list`` / ``nnjit runs show ID`` inspect
+runs, ``nnjit demo`` trains on built-in data, ``nnjit warmup`` compiles the interpreter,
+``nnjit report ID`` writes a run's HTML page, ``nnjit bench`` runs the benchmarks. Paths are printed relative to the runs root."""
 
 from __future__ import annotations
 
@@ -57,6 +61,158 @@ def warmup() -> None:
         print(f"{np.dtype(dtype).name}: ready in {time.perf_counter() - start:.2f} s")
 
 
+def _load_data(spec: str, config, target: str | None, seed: int):
+    """(X_train, y_train, X_val, y_val) from a built-in data set name or a CSV path."""
+    import os
+
+    import numpy as np
+
+    import nnjit as nn
+    from nnjit.experiment import Losses
+
+    regression = config.model.loss is Losses.MSE
+    if os.path.splitext(spec)[1].lower() == ".csv" or os.path.isfile(spec):
+        import pandas as pd
+
+        from nnjit.data.tabular import TabularDataset
+
+        if not os.path.isfile(spec):
+            raise SystemExit(f"nnjit train: no such CSV file: {spec}")
+        df = pd.read_csv(spec)
+        target = target or df.columns[-1]
+        if target not in df.columns:
+            raise SystemExit(f"nnjit train: no column {target!r} in {spec}; columns: "
+                             f"{', '.join(map(str, df.columns))}")
+        ds = TabularDataset.from_dataframe(df, None, target,
+                                           task="regression" if regression else "classification",
+                                           val=0.15, test=0.0, seed=seed)
+        return ds.X_train, ds.y_train, ds.X_val, ds.y_val
+    try:
+        data = nn.datasets.load(spec)
+    except ValueError as e:
+        raise SystemExit(f"nnjit train: {e} (or give a path to a .csv file)") from None
+    X, y = data
+    X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
+    X_fit, X_val, y_fit, y_val = nn.datasets.train_test_split(X, y, 0.15, seed=seed)
+    X_fit, X_val = nn.datasets.standardize(X_fit, X_val)
+    return X_fit, y_fit, X_val, y_val
+
+
+def cmd_train(args) -> int:
+    from nnjit.experiment import RunConfig
+    from nnjit.experiment.runs import train_run
+
+    try:
+        with open(args.config, encoding="utf-8") as fh:
+            config = RunConfig.from_yaml(fh.read())
+    except OSError as e:
+        raise SystemExit(f"nnjit train: cannot read {args.config}: {e.strerror}") from None
+    except (ValueError, TypeError) as e:
+        raise SystemExit(f"nnjit train: invalid config {args.config}: {e}") from None
+    spec = args.data or config.data
+    if not spec:
+        raise SystemExit("nnjit train: no data: set 'data' in the config or pass --data NAME|CSV")
+    X, y, Xv, yv = _load_data(spec, config, args.target, config.train.seed)
+    callbacks = []
+    if not args.quiet:
+        from nnjit.train.builtin_callbacks import ProgressBar
+
+        callbacks.append(ProgressBar())
+    from nnjit.experiment import Checkpoints
+
+    resume = Checkpoints.get(args.resume) if args.resume else None
+    run, trainer, history = train_run(config, X, y, Xv, yv, args.root, resume=resume,
+                                      callbacks=callbacks)
+    print(f"run {run.display}: {len(history)} epochs")
+    if len(history):
+        print(_last_line(history))
+    return 0
+
+
+def _last_line(history) -> str:
+    import math
+
+    last = history.iloc[-1]
+    parts = [f"epoch {int(last['epoch'])}"]
+    for col in ("train_loss", "val_loss", "val_accuracy", "lr"):
+        if col in last and not math.isnan(last[col]):
+            parts.append(f"{col} {last[col]:.4g}")
+    return ", ".join(parts)
+
+
+def cmd_runs(args) -> int:
+    from nnjit.experiment.runs import Run
+
+    if args.runs_command == "list":
+        runs = Run.all(args.root)
+        if not runs:
+            print(f"no runs in {args.root}")
+            return 0
+        print(f"{'id':<14}{'epochs':>8}{'best val_loss':>15}  net")
+        for run in runs:
+            hist = run.history()
+            best = hist["val_loss"].min() if len(hist) and hist["val_loss"].notna().any() \
+                else float("nan")
+            net = run.config.model.net
+            shape = "-".join(map(str, (net.in_dim, *net.hidden_dims, net.out_dim)))
+            print(f"{run.id:<14}{len(hist):>8}{best:>15.4g}  {net.kind.value} {shape}")
+        return 0
+    try:
+        run = Run.load(args.id, args.root)
+    except (ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"nnjit runs show: {e}") from None
+    print(f"run {run.display}")
+    print("config:")
+    print("  " + run.config.to_yaml().rstrip().replace("\n", "\n  "))
+    meta = run.metadata()
+    if meta:
+        print("metadata: " + ", ".join(f"{k} {v}" for k, v in meta.items()))
+    hist = run.history()
+    print(f"epochs: {len(hist)}")
+    if len(hist):
+        print("last: " + _last_line(hist))
+    folder = run.path / "checkpoints"
+    saved = []
+    for p in sorted(folder.glob("*.nne")):
+        try:
+            saved.append(f"{p.stem} (epoch {run.checkpoint_epoch(p.stem)})")
+        except (ValueError, OSError):
+            saved.append(p.stem)
+    print("checkpoints: " + (", ".join(saved) or "none"))
+    return 0
+
+
+def cmd_report(args) -> int:
+    import os
+
+    from nnjit.experiment.runs import Run, write_report
+
+    try:
+        run = Run.load(args.id, args.root)
+    except (ValueError, FileNotFoundError) as e:
+        raise SystemExit(f"nnjit report: {e}") from None
+    out = write_report(run, args.output)
+    shown = args.output if args.output else f"{run.display}/{os.path.basename(out)}"
+    print(f"report written to {shown}")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    import importlib.util
+    import subprocess
+
+    try:
+        spec = importlib.util.find_spec("benchmarks")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        print("nnjit bench: the 'benchmarks' package is not importable; run this from a "
+              "checkout of the nnjit repository (the folder that holds benchmarks/)",
+              file=sys.stderr)
+        return 2
+    return subprocess.call([sys.executable, "-m", "benchmarks", *args.bench_args])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="nnjit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -65,11 +221,42 @@ def main(argv=None) -> int:
     p_demo.add_argument("--epochs", type=int, default=100)
     p_demo.add_argument("--seed", type=int, default=42)
     sub.add_parser("warmup", help="compile the interpreter once (float32 and float64)")
+    p_train = sub.add_parser("train", help="train a run from a RunConfig YAML file")
+    p_train.add_argument("config", help="RunConfig YAML file")
+    p_train.add_argument("--data", help="built-in data set name (iris, digits, "
+                         "olivetti_faces) or a CSV path; default: the config's 'data'")
+    p_train.add_argument("--target", help="CSV target column (default: the last one)")
+    p_train.add_argument("--root", default="runs", help="runs root folder (default: runs)")
+    p_train.add_argument("--resume", choices=["last", "best"],
+                         help="continue the existing run from this checkpoint")
+    p_train.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p_runs = sub.add_parser("runs", help="list runs or show one")
+    runs_sub = p_runs.add_subparsers(dest="runs_command", required=True)
+    p_list = runs_sub.add_parser("list", help="list the runs under the root")
+    p_list.add_argument("--root", default="runs", help="runs root folder (default: runs)")
+    p_show = runs_sub.add_parser("show", help="show a run's config, metadata, history")
+    p_show.add_argument("id", help="run id")
+    p_show.add_argument("--root", default="runs", help="runs root folder (default: runs)")
+    p_report = sub.add_parser("report", help="write a run's self-contained HTML report")
+    p_report.add_argument("id", help="run id")
+    p_report.add_argument("--root", default="runs", help="runs root folder (default: runs)")
+    p_report.add_argument("-o", "--output", help="HTML file (default: <run>/report.html)")
+    p_bench = sub.add_parser("bench", help="run the benchmarks (python -m benchmarks)")
+    p_bench.add_argument("bench_args", nargs=argparse.REMAINDER,
+                         help="arguments passed to python -m benchmarks")
     args = parser.parse_args(argv)
     if args.command == "demo":
         demo(args.dataset, args.epochs, args.seed)
-    else:
+    elif args.command == "warmup":
         warmup()
+    elif args.command == "train":
+        return cmd_train(args)
+    elif args.command == "runs":
+        return cmd_runs(args)
+    elif args.command == "report":
+        return cmd_report(args)
+    elif args.command == "bench":
+        return cmd_bench(args)
     return 0
 
 

@@ -197,7 +197,8 @@ class Trainer:
             monitor: ``"val_loss"`` (default with validation data), ``"val_accuracy"``, or
                 ``"train_loss"`` (default without).
             restore_best: restore the best validated weights at the end.
-            verbose: False/0 silent, True/1 one summary line, 2 one line per epoch.
+            verbose: False/0 silent; True/1 a progress bar over the epochs when stderr is a
+                terminal, and one summary line; 2 one line per epoch.
             callbacks: :class:`~nnjit.train.callbacks.Callback` objects, or callables
                 ``f(history_dataframe)`` run after every epoch; returning False stops training.
             scheduler: a learning-rate scheduler from :mod:`nnjit.schedulers`, applied inside
@@ -236,7 +237,13 @@ class Trainer:
         if monitor == "val_accuracy" and not self.loss.is_classification:
             raise ValueError(f"fit: monitor='val_accuracy' needs a classification loss, "
                              f"not {type(self.loss).__name__}; use 'val_loss'")
-        callbacks = CallbackList(callbacks or [])
+        callbacks = list(callbacks or [])
+        if verbose == 1 or verbose is True:
+            from nnjit.train.builtin_callbacks import ProgressBar
+
+            if ProgressBar.default_enabled():  # a terminal: one bar over the epochs
+                callbacks.append(ProgressBar())
+        callbacks = CallbackList(callbacks)
         if grad_clip_norm is not None and not (np.isfinite(grad_clip_norm) and grad_clip_norm > 0):
             raise ValueError(f"fit: grad_clip_norm must be a number > 0 or None, "
                              f"got {grad_clip_norm!r}")
@@ -307,6 +314,7 @@ class Trainer:
         opt_hyper = self.optimizer.hyper_vector()
 
         def on_epoch():
+            self.optimizer.iterations = int(state[it.ST_STEP])  # checkpoints see the real count
             self.history_ = frame = self._history_frame(history, state, monitor)
             logs = frame.iloc[-1].to_dict()
             if verbose == 2:
@@ -320,7 +328,7 @@ class Trainer:
 
         self.model.train()
         self.stop_training = False
-        callbacks.on_train_begin(self)
+        callbacks.on_train_begin(self, {"epochs": epochs})
         callbacks.on_epoch_begin(self, 1)
         status = None
         try:
@@ -367,6 +375,9 @@ class Trainer:
         n = int(state[it.ST_EPOCH])
         arrays = [history[:n, i] for i in range(len(it.HISTORY_COLUMNS))]
         arrays[it.H_EPOCH] = arrays[it.H_EPOCH].astype(np.int64)
+        if not self.loss.is_classification:  # accuracy is undefined for regression
+            arrays[it.H_TRAIN_ACC] = np.full(n, np.nan)
+            arrays[it.H_VAL_ACC] = np.full(n, np.nan)
         try:  # pandas' own fast path: half the cost of the dict constructor (~35 us vs ~70 us)
             frame = pd.DataFrame._from_arrays(arrays, columns=_history_index(),
                                               index=pd.RangeIndex(n), verify_integrity=False)

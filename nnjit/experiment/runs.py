@@ -1,0 +1,449 @@
+"""Runs: a folder per experiment under a runs root (default ``./runs``).
+
+::
+
+    runs/<id>/run.yaml           the RunConfig (its config_hash() is the id)
+    runs/<id>/metadata.yaml      nnjit/numba/numpy/Python versions, platform, CPU, git commit
+    runs/<id>/idps.csv           one row per epoch: epoch, lr, train/val loss and metrics, seconds
+    runs/<id>/checkpoints/{first,q1,q2,q3,last,best}.nne
+
+Every file is rewritten after every epoch atomically (temporary file, fsync, ``os.replace``), in
+the order ``idps.csv`` then checkpoints, so a process killed at any moment leaves a loadable run
+whose ``last.nne`` is at most one epoch behind ``idps.csv`` (resuming drops the extra row).
+``last.nne`` holds the most recent epoch (so it is the warm-resume point after a crash), the
+quarter phases are saved at :meth:`Checkpoints.epoch` of the configured epoch count, ``best.nne``
+when the monitored metric improves. Each checkpoint records its 1-based ``epoch`` in its
+metadata.
+
+Example:
+    >>> run, trainer, history = train_run(config, X, y, X_val, y_val, root="runs")
+    >>> Run.load(run.id).history()
+    >>> model = run.build_model(); run.load_weights(model, Checkpoints.BEST)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import platform
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from nnjit.experiment.config import RunConfig
+from nnjit.experiment.enums import Checkpoints
+from nnjit.train.atomic import atomic_write_text
+from nnjit.train.builtin_callbacks import (
+    EarlyStopping,
+    _Tracker,
+    _usable_logs,
+)
+from nnjit.train.callbacks import Callback
+
+__all__ = ["IDPS_COLUMNS", "Run", "RunCallback", "check_run_id", "train_run"]
+
+IDPS_COLUMNS = ("epoch", "lr", "train_loss", "train_accuracy", "val_loss", "val_accuracy",
+                "seconds")
+_HASH_ID = re.compile(r"[0-9a-f]{12}")
+_NAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def check_run_id(run_id) -> str:
+    """``run_id`` if it is a config hash (12 hex digits) or a safe name (letters, digits,
+    ``.``, ``_``, ``-``; no leading dot, at most 64 characters, no ``..``); else ValueError."""
+    if not isinstance(run_id, str) or not (
+            _HASH_ID.fullmatch(run_id) or (_NAME_ID.fullmatch(run_id) and ".." not in run_id)):
+        raise ValueError(f"invalid run id {run_id!r}: expected 12 hex digits (a config hash) or "
+                         "a name of letters, digits, '.', '_', '-' (no path separators, no '..')")
+    return run_id
+
+
+def _run_dir(root: Path, run_id: str) -> Path:
+    check_run_id(run_id)
+    base = root.resolve()
+    path = (base / run_id).resolve()
+    if path.parent != base:
+        raise ValueError(f"invalid run id {run_id!r}: its folder is not inside the runs root")
+    return path
+
+
+def _display_root(root) -> str:
+    """How the root is printed: as given when relative, else just its folder name."""
+    text = os.fspath(root)
+    return text if not os.path.isabs(text) else Path(text).name
+
+
+def _git_commit(cwd) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
+                             text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return None
+    commit = out.stdout.strip()
+    return commit if out.returncode == 0 and re.fullmatch(r"[0-9a-f]{40,64}", commit) else None
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def collect_metadata() -> dict:
+    """Versions, platform, CPU and (when in a git repository) the commit; never fails."""
+    import numba
+
+    import nnjit
+
+    meta = {
+        "nnjit": nnjit.__version__,
+        "numba": numba.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+    }
+    commit = _git_commit(Path(nnjit.__file__).parent)
+    if commit is None:
+        commit = _git_commit(os.getcwd())
+    meta["git_commit"] = commit
+    return meta
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return ""
+    value = float(value)
+    if math.isnan(value):
+        return ""
+    if value.is_integer() and abs(value) < 2 ** 53:
+        return str(int(value))
+    return repr(value)
+
+
+class Run:
+    """A run folder. Create with :meth:`create`, open with :meth:`load`, list with :meth:`all`.
+
+    Attributes:
+        id: the run id; root: the runs root; path: the folder; config: the :class:`RunConfig`.
+    """
+
+    def __init__(self, root, run_id: str, config: RunConfig):
+        self.root = Path(os.fspath(root))
+        self.id = check_run_id(run_id)
+        self.path = _run_dir(self.root, run_id)
+        self.config = config
+        self._root_text = _display_root(root)
+
+    # -- creating and finding --------------------------------------------------------------------
+    @classmethod
+    def create(cls, config: RunConfig, root="runs", name: str | None = None) -> Run:
+        """The run of ``config`` under ``root``: ``root/<config.config_hash()>`` (or ``name``).
+
+        Creates the folder and writes ``run.yaml`` and ``metadata.yaml``. An existing folder
+        with the same config is reused (to resume it); a different config there is an error.
+        """
+        if not isinstance(config, RunConfig):
+            raise TypeError(f"Run.create: config must be a RunConfig, got "
+                            f"{type(config).__name__}")
+        run_id = config.config_hash() if name is None else name
+        run = cls(root, run_id, config)
+        yaml_path = run.path / "run.yaml"
+        if yaml_path.exists():
+            existing = RunConfig.from_yaml(yaml_path.read_text(encoding="utf-8"))
+            if existing != config:
+                raise ValueError(f"run {run.display} already exists with another config")
+        (run.path / "checkpoints").mkdir(parents=True, exist_ok=True)
+        if not yaml_path.exists():
+            atomic_write_text(yaml_path, config.to_yaml())
+        atomic_write_text(run.path / "metadata.yaml",
+                          yaml.safe_dump(collect_metadata(), sort_keys=False))
+        return run
+
+    @classmethod
+    def load(cls, run_id: str, root="runs") -> Run:
+        """Open an existing run; FileNotFoundError names the run relative to the root."""
+        root_path = Path(os.fspath(root))
+        path = _run_dir(root_path, run_id)
+        yaml_path = path / "run.yaml"
+        if not yaml_path.is_file():
+            known = [r.id for r in cls.all(root)] if root_path.is_dir() else []
+            raise FileNotFoundError(f"no run {run_id!r} in {_display_root(root)}"
+                                    f"{'; runs: ' + ', '.join(known) if known else ''}")
+        return cls(root, run_id, RunConfig.from_yaml(yaml_path.read_text(encoding="utf-8")))
+
+    @classmethod
+    def all(cls, root="runs") -> list[Run]:
+        """Every run under ``root`` (folders with a ``run.yaml``), sorted by id."""
+        root_path = Path(os.fspath(root))
+        if not root_path.is_dir():
+            return []
+        runs = []
+        for child in sorted(root_path.iterdir()):
+            try:
+                check_run_id(child.name)
+            except ValueError:
+                continue
+            if (child / "run.yaml").is_file():
+                runs.append(cls.load(child.name, root))
+        return runs
+
+    # -- contents --------------------------------------------------------------------------------
+    @property
+    def display(self) -> str:
+        """The run's folder relative to (and including) the runs root, for printing."""
+        return f"{self._root_text}/{self.id}"
+
+    def __repr__(self) -> str:
+        return f"Run({self.id!r}, root={self._root_text!r})"
+
+    def metadata(self) -> dict:
+        path = self.path / "metadata.yaml"
+        return yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+    def history(self):
+        """``idps.csv`` as a DataFrame (empty, with the columns, before the first epoch)."""
+        import pandas as pd
+
+        path = self.path / "idps.csv"
+        if not path.exists() or path.stat().st_size == 0:
+            return pd.DataFrame({c: pd.Series(dtype="float64") for c in IDPS_COLUMNS})
+        return pd.read_csv(path)
+
+    def _rows(self) -> list[list[str]]:
+        path = self.path / "idps.csv"
+        if not path.exists():
+            return []
+        with open(path, encoding="utf-8", newline="") as fh:
+            rows = list(csv.reader(fh))
+        return rows[1:]
+
+    def checkpoint(self, phase=Checkpoints.LAST) -> Path:
+        """Path of a phase's checkpoint (``Checkpoints`` member or name); FileNotFoundError if
+        that phase was not saved (yet)."""
+        phase = Checkpoints.get(phase)
+        path = self.path / "checkpoints" / phase.filename
+        if not path.is_file():
+            saved = [p.stem for p in sorted((self.path / "checkpoints").glob("*.nne"))]
+            raise FileNotFoundError(f"run {self.display} has no {phase.value} checkpoint; saved: "
+                                    f"{', '.join(saved) or 'none'}")
+        return path
+
+    def checkpoint_epoch(self, phase=Checkpoints.LAST) -> int:
+        """The 1-based epoch a checkpoint was saved after."""
+        from nnjit.train.nne import load_nne
+
+        return int(load_nne(self.checkpoint(phase)).metadata.get("epoch", 0))
+
+    def build_model(self):
+        """A fresh (untrained) model from ``run.yaml`` (via :class:`Nets`)."""
+        return self.config.model.build()
+
+    def load_weights(self, model, phase=Checkpoints.BEST):
+        """Load a checkpoint's weights into ``model``; returns the model."""
+        from nnjit.train.checkpoint import load_module
+
+        load_module(model, self.checkpoint(phase))
+        return model
+
+    def build_trainer(self, seed: int | None = None):
+        """A fresh model and Trainer as ``run.yaml`` describes them (seeded like the run)."""
+        import nnjit
+
+        cfg = self.config
+        seed = cfg.train.seed if seed is None else seed
+        nnjit.set_seed(seed)
+        model = self.build_model()
+        return nnjit.Trainer(model, cfg.optimizer.build(), cfg.model.build_loss(),
+                             dtype=cfg.model.numpy_dtype, seed=seed)
+
+    def resume(self, trainer, phase=Checkpoints.LAST) -> int:
+        """Load a checkpoint (weights, optimizer, RNG and shuffle state) into ``trainer``;
+        returns the number of epochs that checkpoint had completed."""
+        epoch = self.checkpoint_epoch(phase)
+        trainer.load_checkpoint(self.checkpoint(phase))
+        return epoch
+
+    def callback(self, start_epoch: int = 0, monitor: str | None = None) -> RunCallback:
+        return RunCallback(self, start_epoch=start_epoch, monitor=monitor)
+
+
+class RunCallback(Callback):
+    """Write ``idps.csv`` and the checkpoints of ``run`` after every epoch, atomically.
+
+    Args:
+        run: the :class:`Run`.
+        start_epoch: epochs already done (when resuming); rows after it are dropped.
+        monitor: metric for ``best.nne`` (default: ``run.config.train.monitor``, else
+            ``val_loss`` when there is validation data, else ``train_loss``); its mode is
+            ``run.config.train.mode``.
+    """
+
+    def __init__(self, run: Run, start_epoch: int = 0, monitor: str | None = None):
+        self.run = run
+        self.start_epoch = int(start_epoch)
+        self.monitor = monitor or run.config.train.monitor
+        self.phases = set(run.config.train.checkpoints)
+        self.n_epochs = run.config.train.epochs
+        self._tracker = None
+        self._rows = [r for r in run._rows() if r and int(float(r[0])) <= self.start_epoch]
+
+    def on_train_begin(self, trainer, logs=None):
+        self._tracker = None
+        if Checkpoints.BEST in self.phases and self.start_epoch > 0:
+            self._seed_best()
+
+    def _seed_best(self):
+        """Continue BEST from the rows already written (a resumed run)."""
+        monitor = self.monitor or "val_loss"
+        hist = self.run.history()
+        hist = hist[hist["epoch"] <= self.start_epoch]
+        if monitor not in hist or hist[monitor].isna().all():
+            monitor = self.monitor or "train_loss"
+        if monitor in hist:
+            self._tracker = _Tracker(monitor, self.run.config.train.mode, 0.0, "RunCallback")
+            for v in hist[monitor].dropna():
+                self._tracker.improved(float(v))
+
+    def on_epoch_end(self, trainer, epoch, logs):
+        global_epoch = self.start_epoch + int(epoch)
+        row = [str(global_epoch)] + [_fmt(logs.get(c)) for c in IDPS_COLUMNS[1:]]
+        self._rows.append(row)
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(IDPS_COLUMNS)
+        writer.writerows(self._rows)
+        atomic_write_text(self.run.path / "idps.csv", out.getvalue())
+
+        due = {c for c in Checkpoints.due(global_epoch - 1, self.n_epochs)
+               if c is not Checkpoints.LAST} if global_epoch <= self.n_epochs else set()
+        due.add(Checkpoints.LAST)
+        if Checkpoints.BEST in self.phases:
+            if self._tracker is None:
+                usable = _usable_logs(logs, trainer)
+                monitor = self.monitor or ("val_loss" if "val_loss" in usable else "train_loss")
+                self._tracker = _Tracker(monitor, self.run.config.train.mode, 0.0, "RunCallback")
+            value = logs.get(self._tracker.monitor)
+            if value is not None and not math.isnan(float(value)) \
+                    and self._tracker.improved(float(value)):
+                due.add(Checkpoints.BEST)
+        for phase in Checkpoints:
+            if phase in due and phase in self.phases:
+                self._save(trainer, phase, global_epoch)
+
+    def _save(self, trainer, phase: Checkpoints, epoch: int) -> None:
+        from nnjit.train.nne import load_nne, save_nne
+
+        folder = self.run.path / "checkpoints"
+        tmp = folder / f".{phase.value}.partial.nne"
+        trainer.save_checkpoint(tmp)
+        try:
+            nne = load_nne(tmp)
+            meta = dict(nne.metadata, epoch=epoch, phase=phase.value, run=self.run.id)
+            save_nne(folder / phase.filename, nne.groups, meta)
+        finally:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+
+
+def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
+              resume=None, epochs: int | None = None, callbacks=(), verbose=False,
+              name: str | None = None):
+    """Train ``config`` on the data as a run under ``root``; returns ``(run, trainer, history)``.
+
+    Args:
+        resume: ``None`` to start from scratch, or a :class:`Checkpoints` phase (``LAST`` or
+            ``BEST``) to continue the existing run from.
+        epochs: epochs to train in this call (default: up to ``config.train.epochs`` in total).
+        callbacks: more callbacks, run after the run's own.
+
+    ``history`` is the whole run's ``idps.csv`` as a DataFrame. Early stopping follows
+    ``config.train``: the trainer's compiled rule when the monitor is ``val_loss``,
+    ``val_accuracy`` or ``train_loss`` and the mode matches, else :class:`EarlyStopping`.
+    """
+    from nnjit.data.loader import DataLoader
+    from nnjit.train.trainer import MONITORS
+
+    run = Run.create(config, root, name=name)
+    tc = config.train
+    trainer = run.build_trainer()
+    start = run.resume(trainer, resume) if resume is not None else 0
+    remaining = tc.epochs - start
+    n = remaining if epochs is None else int(epochs)
+    if n < 1:
+        raise ValueError(f"train_run: nothing to train: run {run.display} has {start} of "
+                         f"{tc.epochs} epochs done (pass epochs= to train more)")
+    val = (X_val, y_val) if X_val is not None else None
+    monitor = tc.monitor or ("val_loss" if val is not None else "train_loss")
+    extra = []
+    kwargs = {}
+    mode_ok = tc.mode == "auto" or tc.mode == ("max" if monitor == "val_accuracy" else "min")
+    if tc.patience is None:
+        kwargs["n_iter_no_change"] = None
+    elif monitor in MONITORS and mode_ok:
+        kwargs.update(n_iter_no_change=tc.patience, tol=tc.min_delta, monitor=monitor)
+    else:
+        kwargs["n_iter_no_change"] = None
+        extra.append(EarlyStopping(monitor, tc.mode, tc.patience, tc.min_delta,
+                                   restore_best_weights=tc.restore_best))
+    if monitor in MONITORS and (val is not None or not monitor.startswith("val_")):
+        kwargs.setdefault("monitor", monitor)
+    scheduler = config.scheduler.build() if config.scheduler is not None else None
+    loader = DataLoader(X, y, batch_size=tc.batch_size, shuffle=tc.shuffle)
+    trainer.fit(loader, epochs=n, val=val, restore_best=tc.restore_best, verbose=verbose,
+                callbacks=[RunCallback(run, start_epoch=start, monitor=tc.monitor), *extra,
+                           *callbacks],
+                scheduler=scheduler, grad_clip_norm=config.optimizer.grad_clip_norm,
+                accumulation_steps=config.optimizer.accumulation_steps, **kwargs)
+    return run, trainer, run.history()
+
+
+def write_report(run: Run, path=None) -> Path:
+    """Write one self-contained HTML page for ``run`` (loss, accuracy and lr plots with plotly
+    inlined once, the config, the metadata and the history table); returns its path
+    (default ``<run folder>/report.html``)."""
+    import html
+
+    from nnjit.viz.figures import history_plot
+
+    hist = run.history()
+    parts = []
+    if len(hist):
+        groups = [("loss", ["train_loss", "val_loss"]),
+                  ("accuracy", ["train_accuracy", "val_accuracy"]), ("learning rate", ["lr"])]
+        if not run.config.model.loss.builder().is_classification:
+            groups = [g for g in groups if g[0] != "accuracy"]
+        for title, cols in groups:
+            cols = [c for c in cols if c in hist and hist[c].notna().any()]
+            if not cols:
+                continue
+            fig = history_plot(hist, columns=cols, names=[run.id], title=title)
+            parts.append(fig.to_html(full_html=False,
+                                     include_plotlyjs=True if not parts else False))
+    meta = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(str(v))}</td></tr>"
+                   for k, v in run.metadata().items())
+    page = (
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
+        f"<title>nnjit run {html.escape(run.id)}</title></head><body>"
+        f"<h1>Run {html.escape(run.display)}</h1>"
+        f"<h2>Config</h2><pre>{html.escape(run.config.to_yaml())}</pre>"
+        f"<h2>Metadata</h2><table>{meta}</table>"
+        f"<h2>History</h2>{''.join(parts) or '<p>no epochs yet</p>'}"
+        f"{hist.to_html(index=False, na_rep='', classes='history')}"
+        "</body></html>")
+    out = run.path / "report.html" if path is None else Path(os.fspath(path))
+    atomic_write_text(out, page)
+    return out

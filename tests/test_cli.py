@@ -1,0 +1,120 @@
+"""The command line, called in-process through ``nnjit.cli.main``."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nnjit.cli import main
+from nnjit.experiment import ModelConfig, NetConfig, RunConfig, TrainConfig
+
+
+def _write_config(tmp_path, data=None, loss="cross_entropy", in_dim=4, out_dim=3):
+    cfg = RunConfig(model=ModelConfig(net=NetConfig(in_dim=in_dim, out_dim=out_dim,
+                                                    hidden_dims=(8,)), loss=loss),
+                    train=TrainConfig(epochs=4, batch_size=16, patience=None), data=data)
+    path = tmp_path / "cfg.yaml"
+    path.write_text(cfg.to_yaml())
+    return path, cfg
+
+
+@pytest.mark.parametrize("argv", [[], ["train"], ["runs"], ["runs", "list"], ["runs", "show"],
+                                  ["bench"], ["report"], ["demo"], ["warmup"]])
+def test_help_everywhere(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--help"])
+    assert exc.value.code == 0
+    assert "usage: nnjit" in capsys.readouterr().out
+
+
+def test_train_list_show(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path, cfg = _write_config(tmp_path, data="iris")
+    assert main(["train", str(path), "--root", "runs", "-q"]) == 0
+    out = capsys.readouterr().out
+    run_id = cfg.config_hash()
+    assert f"run runs/{run_id}: 4 epochs" in out and str(tmp_path) not in out
+    assert (tmp_path / "runs" / run_id / "checkpoints" / "last.nne").exists()
+    assert main(["runs", "list", "--root", "runs"]) == 0
+    out = capsys.readouterr().out
+    assert run_id in out and "mlp 4-8-3" in out
+    assert main(["runs", "show", run_id, "--root", "runs"]) == 0
+    out = capsys.readouterr().out
+    assert "epochs: 4" in out and "last (epoch 4)" in out and "in_dim: 4" in out
+    assert str(tmp_path) not in out
+    with pytest.raises(SystemExit, match="invalid run id"):
+        main(["runs", "show", "../etc", "--root", "runs"])
+    with pytest.raises(SystemExit, match="no run"):
+        main(["runs", "show", "abcdefabcdef", "--root", "runs"])
+
+
+def test_train_from_csv_regression(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame(rng.normal(size=(60, 2)), columns=["a", "b"])
+    df["color"] = np.where(df["a"] > 0, "red", "blue")
+    df["y"] = 2 * df["a"] - df["b"]
+    df.to_csv(tmp_path / "d.csv", index=False)
+    path, cfg = _write_config(tmp_path, loss="mse", in_dim=4, out_dim=1)
+    assert main(["train", str(path), "--data", str(tmp_path / "d.csv"),
+                 "--root", str(tmp_path / "runs"), "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "4 epochs" in out and "val_loss" in out and str(tmp_path) not in out
+
+
+def test_train_errors(tmp_path):
+    path, _ = _write_config(tmp_path)
+    with pytest.raises(SystemExit, match="no data"):
+        main(["train", str(path), "--root", str(tmp_path)])
+    with pytest.raises(SystemExit, match="unknown dataset"):
+        main(["train", str(path), "--data", "nope", "--root", str(tmp_path)])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model: {net: {in_dim: 0, out_dim: 2}}\n")
+    with pytest.raises(SystemExit, match="in_dim"):
+        main(["train", str(bad), "--data", "iris"])
+
+
+def test_runs_list_empty(tmp_path, capsys):
+    assert main(["runs", "list", "--root", str(tmp_path / "none")]) == 0
+    assert "no runs" in capsys.readouterr().out
+
+
+def test_bench_without_benchmarks_package(monkeypatch, capsys):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "benchmarks" else real(name, *a))
+    assert main(["bench"]) == 2
+    assert "not importable" in capsys.readouterr().err
+
+
+def test_report_html(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path, cfg = _write_config(tmp_path, data="iris")
+    assert main(["train", str(path), "-q"]) == 0
+    assert main(["report", cfg.config_hash()]) == 0
+    out = capsys.readouterr().out
+    assert f"runs/{cfg.config_hash()}/report.html" in out and str(tmp_path) not in out
+    page = (tmp_path / "runs" / cfg.config_hash() / "report.html").read_text()
+    assert page.count("plotly.js v") <= 2  # plotly.js inlined once (its banner)
+    assert page.count("Plotly.newPlot") == 3 and "<table" in page and "val_loss" in page
+    assert "src=\"https://cdn" not in page and len(page) > 1_000_000  # plotly.js inside
+    with pytest.raises(SystemExit, match="invalid run id"):
+        main(["report", "../x"])
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/usr/bin/chromium"),
+                    reason="headless Chromium (/usr/bin/chromium) not installed")
+def test_report_renders_in_chromium(tmp_path, monkeypatch):
+    import subprocess
+
+    monkeypatch.chdir(tmp_path)
+    path, cfg = _write_config(tmp_path, data="iris")
+    main(["train", str(path), "-q"])
+    main(["report", cfg.config_hash()])
+    page = tmp_path / "runs" / cfg.config_hash() / "report.html"
+    dom = subprocess.run(["/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                          "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=60).stdout
+    assert dom.count("main-svg") >= 3  # plotly drew its SVG for every figure
