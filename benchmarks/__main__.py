@@ -1,6 +1,6 @@
 """Run the whole benchmark suite: ``python -m benchmarks [--quick] [--only NAMES] [--out-dir DIR]``.
 
-Runs ``core``, ``seed_table``, ``scale`` and ``memory`` in turn, each in its own fresh Python
+Runs ``core``, ``seed_table``, ``scale``, ``memory`` and ``parallel`` in turn, each in its own fresh Python
 process (``python -m benchmarks.<name>``: no benchmark inherits another's imports, numba caches
 or environment changes), printing each one's tables and writing its JSON to
 ``benchmarks/results/<name>.json`` (or ``DIR/<name>.json``). A benchmark whose module is missing is
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from benchmarks._common import REPO_ROOT, fmt_time, print_table
 
-BENCHMARKS = ("core", "seed_table", "scale", "memory")
+BENCHMARKS = ("core", "seed_table", "scale", "memory", "parallel")
 
 #: Arguments standing in for ``--quick`` for benchmarks whose command line has no such flag.
 QUICK_FALLBACK = {"core": ["--cold-runs", "1", "--warm-runs", "1", "--epochs", "2",

@@ -28,6 +28,7 @@ EXPECTED_KEYS = {
     "seed_table": {"seed_table"},
     "scale": {"gemm", "scale", "batch_sweep"},
     "memory": {"nrt", "rss", "threads", "blas_threads_inside_fits"},
+    "parallel": {"kernels", "families", "thresholds", "threads", "compile"},
 }
 
 

@@ -6,10 +6,11 @@ builds treat as ``range``. :func:`parallel_build` compiles the same Python funct
 with ``parallel=True``, so the twin computes what the serial kernel computes, split over threads.
 
 When it pays (``python -m benchmarks.parallel``, see :data:`PARALLEL_MIN_SIZE`): a parallel region
-costs microseconds, so only large arrays gain, and never on a machine whose cores are already busy
-(two trainers in two threads). Callers pick the build by size::
+costs 1-2.5 us here, so only large arrays gain (or a few thousand exp/tanh/erf), and nothing gains
+when the cores are already busy (two trainers in two threads). A compiled caller picks the build
+by size, with ``mins = parallel_min_sizes(...)`` passed in from Python (an int64 array, or None)::
 
-    if n >= min_opt:            # min_opt = min_size("optimizer"), passed in as an int64
+    if mins is not None and n >= mins[P_OPTIMIZER]:
         adam_update_parallel(...)
     else:
         adam_update(...)
@@ -33,35 +34,52 @@ import types
 import warnings
 
 import numba
+import numpy as np
 from numba.np.ufunc import parallel as _npar
 
 from nnjit.kernels import elementwise as _ke
 from nnjit.kernels import optim as _ko
-from nnjit.kernels._jit import JIT_OPTIONS
+from nnjit.kernels._jit import jit
 
 #: A size no array reaches: "never use the parallel build". An int64, so compiled code can compare.
 NEVER = 2**62
 
-#: Smallest array length (elements, float32) from which the parallel build is used, per family.
-#: Measured with ``python -m benchmarks.parallel`` (see ``benchmarks/results/parallel.json``);
-#: filled in below from the run on this machine. Compare with ``n >= PARALLEL_MIN_SIZE[family]``.
+#: Smallest array length (elements) from which the parallel build is used, per family; compare
+#: with ``n >= PARALLEL_MIN_SIZE[family]``. Measured by ``python -m benchmarks.parallel`` on the
+#: project machine (2-core AMD EPYC KVM guest, AVX-512, numba 0.68.1, omp layer, float32), three
+#: quiet runs on 2026-11-30 (ending 11:55, 12:05, 12:11 UTC; other processes <= 0.11 cores per
+#: timed block; JSON in benchmarks/results/parallel_run1.json, parallel.json, parallel_run3.json).
+#: Crossover: the parallel build >= 1.10x faster there and nowhere above more than 5% slower.
+#: Each value is the largest crossover of the three runs (serial/parallel speedups, run 1/2/3):
+#: - optimizer 3e5: adam_update at 1e5 0.99x/1.98x/2.04x, at 3e5 1.56x/1.85x/1.79x, at 1e6
+#:   2.04x/2.03x/2.03x, at 1e7 1.68x/1.07x/1.11x (DRAM-bound); at 1e4 0.60-0.73x.
+#: - elementwise 3e5: relu_forward at 1e5 0.81x/1.22x/1.33x, at 3e5 1.78x/2.04x/1.98x; every
+#:   kernel 0.4-0.6x at 1e4 (a parallel region costs 0.9-2.4 us; relu over 1e4 floats 0.4 us).
+#: - transcendental 3e3: sigmoid_forward at 1e3 1.04x/1.01x/1.04x, at 3e3 1.52x/1.49x/1.50x;
+#:   tanh_forward already 1.32x/1.61x/1.64x at 1e3; ~1.9-2.0x from 1e4 up.
+#: - dropout 1e5 (backward only): 0.87x/0.84x/0.87x at 3e4, 2.43x/2.10x/2.35x at 1e5.
+#: So the seed-table MLPs stay serial (Digits: 4,810 params, 1,024 activations), except Adam over
+#: Olivetti's 529,576 parameters; tanh/sigmoid forward and GELU go parallel from 3,000 values.
+#: These gains need an idle second core: with two trainers in two threads they vanish (see
+#: ``threads`` in the benchmark's JSON), so pass None from :func:`parallel_min_sizes` there.
 PARALLEL_MIN_SIZE = {
-    "optimizer": NEVER,
-    "elementwise": NEVER,
-    "activation": NEVER,
-    "dropout": NEVER,
+    "optimizer": 300_000,
+    "elementwise": 300_000,
+    "transcendental": 3_000,
+    "dropout": 100_000,
 }
 
 #: Which kernels each family covers (the benchmark times these; names without ``_parallel``).
 FAMILIES = {
     # one pass over params, grads and 1-2 state buffers: memory bound
     "optimizer": ("adam_update", "sgd_update", "rmsprop_update"),
-    # a compare or one arithmetic op per element: memory bound
+    # a compare or a few multiply-adds per element: memory bound (tanh and sigmoid backward work
+    # from the saved output y, so they need no exp)
     "elementwise": ("relu_forward", "relu_backward", "leaky_relu_forward", "leaky_relu_backward",
-                    "add_forward", "add_backward", "mul_forward", "mul_backward"),
-    # exp / tanh / erfc per element: compute bound, so they parallelise earlier
-    "activation": ("tanh_forward", "tanh_backward", "sigmoid_forward", "sigmoid_backward",
-                   "gelu_forward", "gelu_backward"),
+                    "add_forward", "add_backward", "mul_forward", "mul_backward",
+                    "tanh_backward", "sigmoid_backward"),
+    # exp / tanh / erfc per element: compute bound, so they gain from a few thousand elements
+    "transcendental": ("tanh_forward", "sigmoid_forward", "gelu_forward", "gelu_backward"),
     "dropout": ("dropout_backward",),
 }
 
@@ -80,8 +98,8 @@ def parallel_build(kernel):
     numba 0.68: the serial build then ran on two threads; the parallel build segfaulted).
 
     Args:
-        kernel: a numba dispatcher made by :func:`nnjit.kernels._jit.jit` (or any ``@njit``), or
-            a plain Python function.
+        kernel: a numba dispatcher made by :func:`nnjit.kernels._jit.jit` (or any numba
+            ``njit`` dispatcher), or a plain Python function.
 
     Returns:
         A new dispatcher compiled with nnjit's options plus ``parallel=True``.
@@ -93,7 +111,7 @@ def parallel_build(kernel):
     twin.__module__ = fn.__module__
     twin.__doc__ = f"Parallel build of ``{fn.__module__}.{fn.__qualname__}``.\n\n{fn.__doc__ or ''}"
     twin.__kwdefaults__ = fn.__kwdefaults__
-    return numba.njit(**JIT_OPTIONS, parallel=True)(twin)
+    return jit(twin, parallel=True)
 
 
 adam_update_parallel = parallel_build(_ko.adam_update)
@@ -228,6 +246,30 @@ def parallel_available() -> bool:
                            "(pip install tbb).")
         return False
     return True
+
+
+#: Order of the thresholds in :func:`parallel_min_sizes`; index them with the P_* constants.
+FAMILY_ORDER = ("optimizer", "elementwise", "transcendental", "dropout")
+P_OPTIMIZER, P_ELEMENTWISE, P_TRANSCENDENTAL, P_DROPOUT = range(len(FAMILY_ORDER))
+
+
+def parallel_min_sizes(largest: int | None = None):
+    """Thresholds for a compiled caller: int64 ``(4,)`` in :data:`FAMILY_ORDER`, or None.
+
+    None means "serial kernels only": parallel builds are unavailable (see
+    :func:`parallel_available`), numba has one thread, or ``largest`` (the biggest array the caller
+    will pass, e.g. ``max(n_params, largest activation)``) is below every threshold. Pass None
+    straight into the jitted caller: its ``if mins is not None and n >= mins[k]`` branches are
+    pruned before typing, so the twins are not even compiled (a serial-only model pays nothing).
+    The thresholds travel as data, not as compiled-in globals, so a cached caller needs no
+    recompile when :data:`PARALLEL_MIN_SIZE` changes.
+    """
+    if numba.config.NUMBA_NUM_THREADS < 2 or not parallel_available():
+        return None
+    mins = np.array([PARALLEL_MIN_SIZE[f] for f in FAMILY_ORDER], np.int64)
+    if largest is not None and largest < mins.min():
+        return None
+    return mins
 
 
 def min_size(family: str) -> int:
