@@ -426,6 +426,16 @@ def environment_info(**extra) -> dict:
     return info
 
 
+def load_warning(env: dict, detail: str = "other processes may have competed for the CPU"):
+    """A warning when the machine was busy at the start (load average above half the cores),
+    else None. Only the load before the start counts: a benchmark itself adds about 1."""
+    cores = env.get("cpu_affinity") or env.get("cpu_count") or 1
+    before = (env.get("loadavg_before") or [0])[0]
+    if before > 0.5 * cores:
+        return f"1-minute load average was {before:.2f} on {cores} cores at the start: {detail}"
+    return None
+
+
 def git_revision() -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT,

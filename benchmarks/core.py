@@ -21,6 +21,7 @@ import time
 import warnings
 
 from benchmarks._common import (
+    load_warning,
     Stopwatch,
     alternate,
     blas_info,
@@ -453,12 +454,10 @@ def print_report(res: dict) -> None:
 def _warnings(res: dict) -> list[str]:
     out = []
     env = res["environment"]
-    cores = env.get("cpu_affinity") or env.get("cpu_count") or 1
-    # Only the load before the start: the benchmark itself adds about 1 to the load after.
-    before = (env.get("loadavg_before") or [0])[0]
-    if before > 0.5 * cores:
-        out.append(f"1-minute load average was {before:.2f} on {cores} cores at the start: other "
-                   "processes may have competed for the CPU (compare CPU and wall times)")
+    busy = load_warning(env, "other processes may have competed for the CPU (compare CPU and "
+                             "wall times)")
+    if busy:
+        out.append(busy)
     cold = res.get("cold_compile")
     if cold and cold["cpu_first_fit_s"]["median"] and cold["first_fit_s"]["median"]:
         share = cold["cpu_first_fit_s"]["median"] / cold["first_fit_s"]["median"]

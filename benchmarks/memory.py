@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from benchmarks._common import (
+    load_warning,
     alternate,
     blas_info,
     child_env,
@@ -445,11 +446,10 @@ def print_report(res: dict) -> None:
 def _warnings(res: dict) -> list[str]:
     out = []
     env = res["environment"]
-    cores = env.get("cpu_affinity") or env.get("cpu_count") or 1
-    before = (env.get("loadavg_before") or [0])[0]
-    if before > 0.5 * cores:
-        out.append(f"1-minute load average was {before:.2f} on {cores} cores at the start: other "
-                   "processes competed for the CPU (two threads need both cores)")
+    busy = load_warning(env, "other processes competed for the CPU (two threads need both "
+                             "cores)")
+    if busy:
+        out.append(busy)
     for where, counts in res["blas_threads_inside_fits"].items():
         if where != "outside fits" and any(set(c) != {1} for c in counts):
             out.append(f"BLAS was not single-threaded inside fits ({where}: {counts}): "

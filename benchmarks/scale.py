@@ -32,6 +32,7 @@ import time
 import numpy as np
 
 from benchmarks._common import (
+    load_warning,
     Stopwatch,
     alternate,
     blas_info,
@@ -472,11 +473,9 @@ def print_report(res: dict) -> None:
 def _warnings(res: dict) -> list[str]:
     out = []
     env = res["environment"]
-    cores = env.get("cpu_affinity") or env.get("cpu_count") or 1
-    before = (env.get("loadavg_before") or [0])[0]
-    if before > 0.5 * cores:
-        out.append(f"1-minute load average was {before:.2f} on {cores} cores at the start: other "
-                   "processes may have competed for the CPU")
+    busy = load_warning(env)
+    if busy:
+        out.append(busy)
     if any(set(c) != {1} for c in env.get("blas_inside_fit") or []):
         out.append(f"BLAS was not single-threaded inside fit: {env['blas_inside_fit']}")
     if any(set(c) != {1} for c in [res["gemm"]["blas_threads_during"]]):

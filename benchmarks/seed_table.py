@@ -41,6 +41,7 @@ import warnings
 from pathlib import Path
 
 from benchmarks._common import (
+    load_warning,
     RESULTS_DIR,
     NumbaCompileProfiler,
     Stopwatch,
@@ -961,11 +962,9 @@ def main(argv=None) -> dict:
 def _warnings(res: dict) -> list[str]:
     out = []
     env = res["environment"]
-    cores = env.get("cpu_affinity") or env.get("cpu_count") or 1
-    before = (env.get("loadavg_before") or [0])[0]
-    if before > 0.5 * cores:
-        out.append(f"1-minute load average was {before:.2f} on {cores} cores at the start: other "
-                   "processes may have competed for the CPU")
+    busy = load_warning(env)
+    if busy:
+        out.append(busy)
     blas = env.get("blas", {})
     if any(t != 1 for t in blas.get("threads_start", []) + blas.get("threads_end", [])):
         out.append(f"BLAS was not single-threaded: {blas}")

@@ -26,13 +26,14 @@ import json
 import math
 import os
 import struct
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from nnjit.train.atomic import atomic_replace
 
 __all__ = [
     "ALIGNMENT",
@@ -204,37 +205,6 @@ def _check_metadata(value: object, path: str, depth: int = 0) -> None:
     )
 
 
-def _file_mode(target: Path) -> int:
-    """Permission bits for the new file: the existing target's, else 0o666 minus the umask."""
-    try:
-        return target.stat().st_mode & 0o777
-    except OSError:
-        pass
-    try:  # Linux >= 4.7 exposes the umask without the racy os.umask() set-and-restore dance.
-        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return 0o666 & ~int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o644
-
-
-def _fsync_dir(directory: Path) -> None:
-    if os.name != "posix":
-        return
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some filesystems refuse to fsync a directory; the rename itself has happened
-    finally:
-        os.close(fd)
-
-
 def save_nne(
     path: str | os.PathLike[str],
     groups: Mapping[str, Mapping[str, np.ndarray]],
@@ -298,46 +268,27 @@ def save_nne(
     prefix = _PREAMBLE.pack(MAGIC, FORMAT_VERSION, 0, header_len, payload_len, b"\0" * 32)
     prefix = prefix[:_HASHED_PREFIX]
 
-    directory = target.parent
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp", dir=directory)
-    tmp = Path(tmp_name)
-    try:
-        if hasattr(os, "fchmod"):
-            os.fchmod(fd, _file_mode(target))
-        with os.fdopen(fd, "wb") as fh:
-            fd = -1  # owned by fh now
-            digest = hashlib.sha256(prefix)
-            fh.write(prefix + b"\0" * 32)
-            fh.write(header_bytes)
-            digest.update(header_bytes)
-            pos = 0
-            for rec, arr in zip(records, arrays):
-                pad = rec["offset"] - pos
-                if pad:
-                    fh.write(b"\0" * pad)
-                    digest.update(b"\0" * pad)
-                if arr.nbytes:
-                    view = memoryview(arr.reshape(-1).view(np.uint8))
-                    fh.write(view)
-                    digest.update(view)
-                pos = rec["offset"] + rec["nbytes"]
-            if payload_len - pos:
-                fh.write(b"\0" * (payload_len - pos))
-                digest.update(b"\0" * (payload_len - pos))
-            fh.seek(_HASHED_PREFIX)
-            fh.write(digest.digest())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise
-    _fsync_dir(directory)
+    with atomic_replace(target, "wb") as fh:
+        digest = hashlib.sha256(prefix)
+        fh.write(prefix + b"\0" * 32)
+        fh.write(header_bytes)
+        digest.update(header_bytes)
+        pos = 0
+        for rec, arr in zip(records, arrays):
+            pad = rec["offset"] - pos
+            if pad:
+                fh.write(b"\0" * pad)
+                digest.update(b"\0" * pad)
+            if arr.nbytes:
+                view = memoryview(arr.reshape(-1).view(np.uint8))
+                fh.write(view)
+                digest.update(view)
+            pos = rec["offset"] + rec["nbytes"]
+        if payload_len - pos:
+            fh.write(b"\0" * (payload_len - pos))
+            digest.update(b"\0" * (payload_len - pos))
+        fh.seek(_HASHED_PREFIX)
+        fh.write(digest.digest())
 
 
 # --------------------------------------------------------------------------------------------
