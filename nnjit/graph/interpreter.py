@@ -34,6 +34,7 @@ from nnjit.graph.opcodes import (
     R_OUT,
     Opcode,
 )
+from nnjit.kernels import activation as ka
 from nnjit.kernels import dense as kd
 from nnjit.kernels import elementwise as ke
 from nnjit.kernels import gradients as gk
@@ -113,12 +114,6 @@ _DENSE = int(Opcode.DENSE)
 _ADD = int(Opcode.ADD)
 _MUL = int(Opcode.MUL)
 _RELU = int(Opcode.RELU)
-_LEAKY_RELU = int(Opcode.LEAKY_RELU)
-_ELU = int(Opcode.ELU)
-_SELU = int(Opcode.SELU)
-_TANH = int(Opcode.TANH)
-_SIGMOID = int(Opcode.SIGMOID)
-_SOFTPLUS = int(Opcode.SOFTPLUS)
 _GELU = int(Opcode.GELU)
 _DROPOUT = int(Opcode.DROPOUT)
 _SOFTMAX_CE = int(Opcode.SOFTMAX_CE)
@@ -172,22 +167,9 @@ def _forward_op(i, training, write_grad, rows, records, slots, hyper, values, gr
     elif op == _MUL:
         ke.mul_forward(_flat(values, slots, a, rows), _flat(values, slots, b, rows),
                        _flat(values, slots, o, rows))
-    elif op == _RELU:
-        ke.relu_forward(_flat(values, slots, a, rows), _flat(values, slots, o, rows))
-    elif op == _LEAKY_RELU:
-        ke.leaky_relu_forward(_flat(values, slots, a, rows), _flat(values, slots, o, rows), hyper[h])
-    elif op == _ELU:
-        ke.elu_forward(_flat(values, slots, a, rows), _flat(values, slots, o, rows), hyper[h])
-    elif op == _SELU:
-        ke.selu_forward(_flat(values, slots, a, rows), _flat(values, slots, o, rows))
-    elif op == _TANH:
-        ke.tanh_forward(_flat(values, slots, a, rows), _flat(values, slots, o, rows))
-    elif op == _SIGMOID:
-        ke.sigmoid_forward(_flat(values, slots, a, rows), _flat(values, slots, o, rows))
-    elif op == _SOFTPLUS:
-        ke.softplus_forward(_flat(values, slots, a, rows), _flat(values, slots, o, rows))
-    elif op == _GELU:
-        ke.gelu_forward(_flat(values, slots, a, rows), _flat(values, slots, o, rows))
+    elif _RELU <= op <= _GELU:
+        ka.activation_forward(op, _flat(values, slots, a, rows), _flat(values, slots, o, rows),
+                              hyper[h] if h >= 0 else 0.0)
     elif op == _DROPOUT:
         x = _flat(values, slots, a, rows)
         y = _flat(values, slots, o, rows)
@@ -257,22 +239,8 @@ def _backward_op(i, rows, records, slots, hyper, values, grads, scratch):
         y = _flat(values, slots, o, rows)
         dy = _flat(grads, slots, o, rows)
         dx = _flat(grads, slots, a, rows)
-        if op == _RELU:
-            ke.relu_backward(y, dy, dx, acc_a)
-        elif op == _LEAKY_RELU:
-            ke.leaky_relu_backward(x, dy, dx, acc_a, hyper[h])
-        elif op == _ELU:
-            ke.elu_backward(x, y, dy, dx, acc_a, hyper[h])
-        elif op == _SELU:
-            ke.selu_backward(x, y, dy, dx, acc_a)
-        elif op == _TANH:
-            ke.tanh_backward(y, dy, dx, acc_a)
-        elif op == _SIGMOID:
-            ke.sigmoid_backward(y, dy, dx, acc_a)
-        elif op == _SOFTPLUS:
-            ke.softplus_backward(x, dy, dx, acc_a)
-        elif op == _GELU:
-            ke.gelu_backward(x, dy, dx, acc_a)
+        if _RELU <= op <= _GELU:
+            ka.activation_backward(op, x, y, dy, dx, acc_a, hyper[h] if h >= 0 else 0.0)
         elif op == _DROPOUT:
             ke.dropout_backward(_flat(values, slots, b, rows), dy, dx, acc_a)
 

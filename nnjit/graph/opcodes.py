@@ -40,6 +40,7 @@ class Opcode(IntEnum):
     MUL = 11
 
     # Activations, elementwise unary: in0 -> out. aux0 = hyper index of the parameter, if any.
+    # Keep them contiguous from RELU to GELU: the interpreter dispatches the range to one kernel.
     RELU = 20
     LEAKY_RELU = 21  # aux0: negative slope
     ELU = 22  # aux0: alpha
