@@ -331,6 +331,7 @@ class Trainer:
         callbacks.on_train_begin(self, {"epochs": epochs})
         callbacks.on_epoch_begin(self, 1)
         status = None
+        interrupted = False
         try:
             with single_threaded_blas():
                 accum = (np.empty(program.n_params, self.dtype) if accumulation_steps > 1
@@ -341,14 +342,22 @@ class Trainer:
                      accum),
                     state, self._best, history, self._empty(1),
                     on_pause=on_epoch if per_epoch else None)
+        except KeyboardInterrupt:
+            # Ctrl-C: Python sees it when a compiled call returns, i.e. between epochs when the
+            # fit is chunked (callbacks, progress bar). Stop cleanly: the epoch that ran is kept,
+            # the best weights are restored and the callbacks (a run folder) finish normally.
+            if state[it.ST_JOB] >= 0:  # interrupted inside a Python op: the epoch is incomplete
+                raise
+            interrupted = True
         finally:
             self.optimizer.iterations = int(state[it.ST_STEP])
             self.model.eval()
             self.history_ = self._history_frame(history, state, monitor)
-        if status == st.PAUSED:  # a callback stopped training: apply the best-weights rule
+        if status == st.PAUSED or interrupted:  # stopped early: apply the best-weights rule
             it._restore_best(cfg, state, program.params, self._best)
             self.history_.attrs["restored_best"] = bool(state[it.ST_RESTORED])
-            self.history_.attrs["stop_reason"] = "stopped by a callback"
+            self.history_.attrs["stop_reason"] = ("interrupted (KeyboardInterrupt)" if interrupted
+                                                  else "stopped by a callback")
         callbacks.on_train_end(self, self.history_.iloc[-1].to_dict() if len(self.history_)
                                else {})
         if verbose:

@@ -70,3 +70,22 @@ def test_callbacks_see_live_weights_before_restore(tmp_path):
 
     trainer, _ = fit([Snapshot()], epochs=3)
     assert len(saved) == 3 and not np.array_equal(saved[0], saved[2])
+
+
+def test_keyboard_interrupt_between_epochs_stops_cleanly():
+    """Ctrl-C arrives between compiled epochs: history kept, best weights restored, hooks end."""
+    rec = Recorder()
+
+    class CtrlC(Callback):
+        def on_epoch_end(self, trainer, epoch, logs):
+            if epoch == 3:
+                raise KeyboardInterrupt
+
+    trainer, history = fit([rec, CtrlC()], epochs=10)
+    assert len(history) == 3
+    assert history.attrs["stop_reason"] == "interrupted (KeyboardInterrupt)"
+    assert history.attrs["restored_best"]
+    assert rec.calls[-1] == "train_end"
+    X, y = nn.datasets.load_iris()
+    best = history["val_loss"].min()
+    assert trainer.evaluate(X, y)["loss"] == pytest.approx(best, rel=1e-5)
