@@ -343,20 +343,9 @@ class RunCallback(Callback):
                 self._save(trainer, phase, global_epoch)
 
     def _save(self, trainer, phase: Checkpoints, epoch: int) -> None:
-        from nnjit.train.nne import load_nne, save_nne
-
-        folder = self.run.path / "checkpoints"
-        tmp = folder / f".{phase.value}.partial.nne"
-        trainer.save_checkpoint(tmp)
-        try:
-            nne = load_nne(tmp)
-            meta = dict(nne.metadata, epoch=epoch, phase=phase.value, run=self.run.id)
-            save_nne(folder / phase.filename, nne.groups, meta)
-        finally:
-            try:
-                tmp.unlink()
-            except OSError:
-                pass
+        trainer.save_checkpoint(self.run.path / "checkpoints" / phase.filename,
+                                metadata={"epoch": epoch, "phase": phase.value,
+                                          "run": self.run.id})
 
 
 def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,

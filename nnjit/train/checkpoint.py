@@ -15,13 +15,16 @@ OPTIMIZER = "optimizer"
 RNG = "rng"
 
 
-def save_module(module, path, optimizer=None, rng_state=None, shuffle_order=None) -> None:
+def save_module(module, path, optimizer=None, rng_state=None, shuffle_order=None,
+                metadata=None) -> None:
     """Write ``module``'s parameters atomically, with the optimizer's state, the trainer's
-    RNG state and its current shuffle order when given (what an exact warm restart needs)."""
+    RNG state and its current shuffle order when given (what an exact warm restart needs), and
+    extra JSON ``metadata``."""
     import nnjit
 
     groups = {PARAMS: {n: np.asarray(p.data) for n, p in module.named_parameters()}}
-    metadata = {"nnjit_version": nnjit.__version__, "model": type(module).__name__}
+    metadata = {"nnjit_version": nnjit.__version__, "model": type(module).__name__,
+                **(metadata or {})}
     if optimizer is not None and optimizer.state is not None:
         groups[OPTIMIZER] = {"state": optimizer.state}
         metadata["optimizer"] = {"class": type(optimizer).__name__,

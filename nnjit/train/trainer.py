@@ -501,13 +501,14 @@ class Trainer:
         return {n: np.array(p.grad, copy=True) for n, p in self.model.named_parameters()}
 
     # -- checkpoints -----------------------------------------------------------------------------
-    def save_checkpoint(self, path) -> None:
-        """Write weights, optimizer state (moments, step count) and RNG state to a ``.nne`` file."""
+    def save_checkpoint(self, path, metadata: dict | None = None) -> None:
+        """Write weights, optimizer state (moments, step count) and RNG state to a ``.nne`` file,
+        with optional extra JSON ``metadata`` (e.g. the epoch)."""
         from nnjit.train.checkpoint import save_module
 
         rng = self.program.rng if self.program is not None else None
         save_module(self.model, path, optimizer=self.optimizer, rng_state=rng,
-                    shuffle_order=self._perm)
+                    shuffle_order=self._perm, metadata=metadata)
 
     def load_checkpoint(self, path) -> None:
         """Restore what :meth:`save_checkpoint` wrote; the model must have the same shape.
