@@ -447,9 +447,9 @@ class Trainer:
         out = self.predict_outputs(X)
         if self.loss.opcode == CrossEntropyLoss.opcode and out.shape[1] > 1:
             return np.argmax(out, axis=1)
-        if self.loss.is_classification:
-            return (out > 0).astype(np.int64).reshape(len(out), -1).squeeze(-1) if out.shape[
-                1] == 1 else (out > 0).astype(np.int64)
+        if self.loss.is_classification:  # binary logits: class 1 where the logit is positive
+            labels = (out > 0).astype(np.int64)
+            return labels[:, 0] if labels.shape[1] == 1 else labels
         return out
 
     def predict_proba(self, X) -> np.ndarray:

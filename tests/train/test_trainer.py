@@ -175,3 +175,18 @@ def test_zero_nrt_allocations_per_epoch():
     fit(1)  # compile / load, lay out
     two, twelve = count_allocations(fit, repeats=(2, 12))
     assert twelve == two, f"{twelve - two} NRT allocations over 10 extra epochs"
+
+
+def test_binary_classifier_predicts_labels_and_probabilities():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.float32)
+    nn.set_seed(0)
+    trainer = nn.Trainer(nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 1)),
+                         nn.Adam(lr=0.05), nn.BCEWithLogitsLoss())
+    trainer.fit(nn.DataLoader(X, y, batch_size=32), epochs=30, verbose=False)
+    labels = trainer.predict(X)
+    assert labels.shape == (200,) and labels.dtype == np.int64
+    assert np.mean(labels == y) > 0.9
+    proba = trainer.predict_proba(X)
+    np.testing.assert_array_equal(proba[:, 0] > 0.5, labels == 1)
