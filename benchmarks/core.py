@@ -263,6 +263,8 @@ def steady_state(epochs: int, repeats: int, peers: bool) -> tuple[dict, dict]:
 
         try:
             import torch
+
+            from benchmarks.peers import torch_train_epoch
         except ImportError as e:
             skipped["PyTorch"] = f"skipped: PyTorch not installed ({e})"
         else:
@@ -288,16 +290,7 @@ def steady_state(epochs: int, repeats: int, peers: bool) -> tuple[dict, dict]:
                 t0 = time.perf_counter()
                 for _ in range(n_epochs):
                     te = time.perf_counter()
-                    perm = torch.randperm(n)
-                    loss_sum = 0.0
-                    for i in range(0, n, BATCH):
-                        idx = perm[i:i + BATCH]
-                        xb, yb = Xt[idx], yt[idx]
-                        opt.zero_grad(set_to_none=True)
-                        loss = loss_fn(model(xb), yb)
-                        loss.backward()
-                        opt.step()
-                        loss_sum += loss.item() * len(idx)
+                    loss_sum = torch_train_epoch(model, opt, loss_fn, Xt, yt, BATCH)
                     times.append(time.perf_counter() - te)
                 wall = time.perf_counter() - t0
                 with torch.no_grad():

@@ -87,6 +87,26 @@ def torch_mlp(sizes):
     return torch.nn.Sequential(*layers)
 
 
+def torch_train_epoch(model, opt, loss_fn, X, y, batch_size: int) -> float:
+    """One eager epoch: ``torch.randperm`` shuffle, index slicing, one step per minibatch.
+
+    Returns the sum over minibatches of ``loss * rows`` (divide by ``len(X)`` for the mean)."""
+    import torch
+
+    n = len(X)
+    perm = torch.randperm(n)
+    loss_sum = 0.0
+    for i in range(0, n, batch_size):
+        idx = perm[i:i + batch_size]
+        xb, yb = X[idx], y[idx]
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(xb), yb)
+        loss.backward()
+        opt.step()
+        loss_sum += loss.item() * len(idx)
+    return loss_sum
+
+
 def torch_fit(sizes, X, y, Xv=None, yv=None, *, batch_size: int, lr: float,
               weight_decay: float = 0.0, epochs: int = 100, tol: float = 1e-4,
               n_iter_no_change: int | None = 10, seed: int = 0) -> dict:
@@ -102,23 +122,13 @@ def torch_fit(sizes, X, y, Xv=None, yv=None, *, batch_size: int, lr: float,
     model = torch_mlp(sizes)
     opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     loss_fn = torch.nn.CrossEntropyLoss()
-    n = len(X)
     validate = Xv is not None
     best, best_epoch, bad, best_state = math.inf, None, 0, None
     epoch_s, val_losses = [], []
     for epoch in range(epochs):
         t0 = time.perf_counter()
         model.train()
-        perm = torch.randperm(n)
-        train_loss = 0.0
-        for i in range(0, n, batch_size):
-            idx = perm[i:i + batch_size]
-            xb, yb = X[idx], y[idx]
-            opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            opt.step()
-            train_loss += loss.item() * len(idx)
+        torch_train_epoch(model, opt, loss_fn, X, y, batch_size)
         stop = False
         if validate:
             model.eval()

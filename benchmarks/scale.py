@@ -31,6 +31,7 @@ import time
 
 import numpy as np
 
+from benchmarks.peers import torch_train_epoch
 from benchmarks._common import (
     load_warning,
     Stopwatch,
@@ -258,16 +259,7 @@ def _torch_runner(torch, X, y, sizes, batch: int, epochs: int, warmup: int = 1):
         t0 = time.perf_counter()
         for _ in range(warmup + epochs):
             te = time.perf_counter()
-            perm = torch.randperm(n)
-            loss_sum = 0.0
-            for i in range(0, n, batch):
-                idx = perm[i:i + batch]
-                xb, yb = Xt[idx], yt[idx]
-                opt.zero_grad(set_to_none=True)
-                loss = loss_fn(model(xb), yb)
-                loss.backward()
-                opt.step()
-                loss_sum += loss.item() * len(idx)
+            loss_sum = torch_train_epoch(model, opt, loss_fn, Xt, yt, batch)
             times.append(time.perf_counter() - te)
         wall = time.perf_counter() - t0
         cpu = time.process_time() - c0
