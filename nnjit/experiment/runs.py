@@ -45,10 +45,13 @@ from nnjit.train.builtin_callbacks import (
 )
 from nnjit.train.callbacks import Callback
 
-__all__ = ["IDPS_COLUMNS", "Run", "RunCallback", "check_run_id", "train_run"]
+__all__ = ["IDPS_BATCH_COLUMNS", "IDPS_COLUMNS", "Run", "RunCallback", "check_run_id", "train_run"]
 
 IDPS_COLUMNS = ("epoch", "lr", "train_loss", "train_accuracy", "val_loss", "val_accuracy",
                 "seconds")
+#: ``idps.csv`` columns when per-batch rows are asked for: one row per training batch (its
+#: ``batch`` number, validation fields empty) before each epoch's row (``batch`` empty).
+IDPS_BATCH_COLUMNS = ("epoch", "batch") + IDPS_COLUMNS[1:]
 _HASH_ID = re.compile(r"[0-9a-f]{12}")
 _NAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
@@ -219,7 +222,22 @@ class Run:
         path = self.path / "idps.csv"
         if not path.exists() or path.stat().st_size == 0:
             return pd.DataFrame({c: pd.Series(dtype="float64") for c in IDPS_COLUMNS})
-        return pd.read_csv(path)
+        frame = pd.read_csv(path)
+        if "batch" in frame.columns:  # a per-batch log: keep the epoch rows
+            frame = frame[frame["batch"].isna()].drop(columns="batch").reset_index(drop=True)
+        return frame
+
+    def batch_history(self):
+        """The per-batch rows of ``idps.csv`` (empty when the run did not log batches)."""
+        import pandas as pd
+
+        path = self.path / "idps.csv"
+        frame = pd.read_csv(path) if path.exists() and path.stat().st_size else pd.DataFrame()
+        if "batch" not in frame.columns:
+            return pd.DataFrame({c: pd.Series(dtype="float64") for c in IDPS_BATCH_COLUMNS})
+        rows = frame[frame["batch"].notna()].reset_index(drop=True)
+        rows[["epoch", "batch"]] = rows[["epoch", "batch"]].astype("int64")
+        return rows
 
     def _rows(self) -> list[list[str]]:
         path = self.path / "idps.csv"
@@ -290,8 +308,10 @@ class RunCallback(Callback):
             ``run.config.train.mode``.
     """
 
-    def __init__(self, run: Run, start_epoch: int = 0, monitor: str | None = None):
+    def __init__(self, run: Run, start_epoch: int = 0, monitor: str | None = None,
+                 per_batch: bool = False):
         self.run = run
+        self.per_batch = bool(per_batch)
         self.start_epoch = int(start_epoch)
         self.monitor = monitor or run.config.train.monitor
         self.phases = set(run.config.train.checkpoints)
@@ -319,10 +339,18 @@ class RunCallback(Callback):
     def on_epoch_end(self, trainer, epoch, logs):
         global_epoch = self.start_epoch + int(epoch)
         row = [str(global_epoch)] + [_fmt(logs.get(c)) for c in IDPS_COLUMNS[1:]]
+        if self.per_batch:
+            batches = trainer.batch_history_
+            if batches is None:
+                raise ValueError("RunCallback(per_batch=True) needs fit(..., log_batches=True)")
+            for b in batches[batches["epoch"] == int(epoch)].itertuples():
+                self._rows.append([str(global_epoch), str(b.batch), _fmt(b.lr),
+                                   _fmt(b.train_loss), _fmt(b.train_accuracy), "", "", ""])
+            row.insert(1, "")
         self._rows.append(row)
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(IDPS_COLUMNS)
+        writer.writerow(IDPS_BATCH_COLUMNS if self.per_batch else IDPS_COLUMNS)
         writer.writerows(self._rows)
         atomic_write_text(self.run.path / "idps.csv", out.getvalue())
 
@@ -350,7 +378,7 @@ class RunCallback(Callback):
 
 def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
               resume=None, epochs: int | None = None, callbacks=(), verbose=False,
-              name: str | None = None):
+              name: str | None = None, log_batches: bool = False):
     """Train ``config`` on the data as a run under ``root``; returns ``(run, trainer, history)``.
 
     Args:
@@ -358,6 +386,8 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
             ``BEST``) to continue the existing run from.
         epochs: epochs to train in this call (default: up to ``config.train.epochs`` in total).
         callbacks: more callbacks, run after the run's own.
+        log_batches: also write a row per training batch to ``idps.csv``
+            (:meth:`Run.batch_history`).
 
     ``history`` is the whole run's ``idps.csv`` as a DataFrame. Early stopping follows
     ``config.train``: the trainer's compiled rule when the monitor is ``val_loss``,
@@ -393,10 +423,11 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
     scheduler = config.scheduler.build() if config.scheduler is not None else None
     loader = DataLoader(X, y, batch_size=tc.batch_size, shuffle=tc.shuffle)
     trainer.fit(loader, epochs=n, val=val, restore_best=tc.restore_best, verbose=verbose,
-                callbacks=[RunCallback(run, start_epoch=start, monitor=tc.monitor), *extra,
-                           *callbacks],
+                callbacks=[RunCallback(run, start_epoch=start, monitor=tc.monitor,
+                                       per_batch=log_batches), *extra, *callbacks],
                 scheduler=scheduler, grad_clip_norm=config.optimizer.grad_clip_norm,
-                accumulation_steps=config.optimizer.accumulation_steps, **kwargs)
+                accumulation_steps=config.optimizer.accumulation_steps,
+                log_batches=log_batches, **kwargs)
     return run, trainer, run.history()
 
 

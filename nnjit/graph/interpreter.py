@@ -107,6 +107,7 @@ STATE_WIDTH = 23
 # History columns (float64, one row per epoch).
 H_EPOCH, H_TRAIN_LOSS, H_TRAIN_ACC, H_VAL_LOSS, H_VAL_ACC, H_LR, H_SECONDS = range(7)
 HISTORY_COLUMNS = ("epoch", "train_loss", "train_accuracy", "val_loss", "val_accuracy", "lr", "seconds")
+BATCH_COLUMNS = ("epoch", "batch", "lr", "train_loss", "train_accuracy")
 
 DIR_IDLE, DIR_FORWARD, DIR_BACKWARD = 0, 1, 2
 
@@ -357,7 +358,8 @@ def _restore_best(cfg, state, params, best):
 
 @jit
 def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Yv, perm, cfg,
-            opt_hyper, opt_state, reg_spans, lr_table, plateau, accum, state, best, history, out):
+            opt_hyper, opt_state, reg_spans, lr_table, plateau, accum, state, best, history,
+            batch_log, out):
     """Run (or resume) ``task`` on a program. Returns (status, record index).
 
     FIT trains on (X, Y) and validates on (Xv, Yv) every epoch; EVALUATE adds loss sums of (X, Y)
@@ -365,6 +367,8 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
     ``out``; GRADIENT runs forward and backward on all rows of (X, Y) as one batch.
     The learning rate of the k-th step of a fit is ``lr_table[k]`` (the last entry repeats; an
     empty table means ``state[ST_LR]`` throughout, which ReduceLROnPlateau may lower).
+    ``batch_log`` (epochs * batches, 5), when it has rows, receives one row per training batch:
+    epoch, batch, learning rate, loss (with the penalty), accuracy.
     """
     # The arrays are passed to kernels thousands of times per epoch: borrow them once, so no
     # call pays for atomic reference counting (it was a quarter of an Iris epoch).
@@ -376,6 +380,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                                             borrow(reg_spans))
     lr_table, plateau, accum = borrow(lr_table), borrow(plateau), borrow(accum)
     state, best, history, out = borrow(state), borrow(best), borrow(history), borrow(out)
+    batch_log = borrow(batch_log)
     n_params = layout[L_N_PARAMS]
     params = values[:n_params]
     pgrads = grads[:n_params]
@@ -487,6 +492,13 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             state[ST_TRAIN_LOSS] += stats[0] + penalty * rows
             state[ST_TRAIN_CORRECT] += stats[1]
             state[ST_TRAIN_N] += rows
+            if batch_log.shape[0] > 0:
+                r = int(state[ST_EPOCH]) * n_train_jobs + job
+                batch_log[r, 0] = state[ST_EPOCH] + 1.0
+                batch_log[r, 1] = job + 1.0
+                batch_log[r, 2] = state[ST_LR]
+                batch_log[r, 3] = stats[0] / rows + penalty
+                batch_log[r, 4] = stats[1] / rows
         else:
             if task == TASK_FIT and not np.isfinite(stats[0]):
                 state[ST_JOB] = -1

@@ -12,6 +12,9 @@ from nnjit.graph.tape import SlotSpec, Tape, Tensor
 from nnjit.kernels.rng import seed_state
 
 
+_NO_BATCH_LOG = np.zeros((0, len(it.BATCH_COLUMNS)), dtype=np.float64)
+
+
 class Program:
     """Records, slot table and arenas of one traced model.
 
@@ -90,13 +93,15 @@ class Program:
         return self.nodes[op_index].owner if 0 <= op_index < len(self.nodes) else ""
 
     # -- running -------------------------------------------------------------------------------
-    def run(self, task, data, training, state, best, history, out, on_pause=None) -> int:
+    def run(self, task, data, training, state, best, history, out, on_pause=None,
+            batch_log=None) -> int:
         """Call the compiled loop until the task is done, running Python ops and pauses.
 
         Args:
             data: ``(X, Y, Xv, Yv, perm)`` arrays.
             training: ``(cfg, opt_hyper, opt_state, reg_spans, lr_table, plateau, accum)``.
             on_pause: called after every epoch chunk; returning False stops the run.
+            batch_log: optional (epochs * batches, 5) float64 array for per-batch rows.
 
         Returns the final status (DONE, or PAUSED when ``on_pause`` stopped it).
         Raises on divergence.
@@ -104,7 +109,8 @@ class Program:
         while True:
             status, where = it.execute(
                 task, self.records, self.slots, self.hyper, self.values, self.grads,
-                self.rng, self.layout, *data, *training, state, best, history, out,
+                self.rng, self.layout, *data, *training, state, best, history,
+                _NO_BATCH_LOG if batch_log is None else batch_log, out,
             )
             if status == st.YIELD_FORWARD or status == st.YIELD_BACKWARD:
                 self._run_python_op(status, int(where), state)

@@ -179,7 +179,8 @@ class Trainer:
     def fit(self, train, epochs: int = 100, val=None, *, val_dataloader=None, tol: float = 1e-4,
             n_iter_no_change: int | None = 10, monitor: str | None = None,
             restore_best: bool = True, verbose=True, callbacks=None, scheduler=None,
-            grad_clip_norm: float | None = None, accumulation_steps: int = 1) -> pd.DataFrame:
+            grad_clip_norm: float | None = None, accumulation_steps: int = 1,
+            log_batches: bool = False) -> pd.DataFrame:
         """Train for up to ``epochs`` epochs; validate every epoch when ``val`` is given.
 
         Early stopping follows scikit-learn's rule: an epoch counts as *no improvement* unless
@@ -207,6 +208,9 @@ class Trainer:
                 ``clip_grad_norm_``), after regularisation, before the optimizer step.
             accumulation_steps: take one optimizer step per this many minibatches, with their
                 mean gradient (the last group of an epoch may be shorter).
+            log_batches: also record every training batch (epoch, batch, lr, loss, accuracy)
+                in ``trainer.batch_history_``, a DataFrame (during the fit: up to the current
+                epoch, for callbacks).
 
         Returns:
             The history, a DataFrame with one row per epoch run: ``epoch, train_loss,
@@ -306,6 +310,9 @@ class Trainer:
         state[it.ST_JOB] = -1
         state[it.ST_LR] = self.optimizer.lr
         history = np.zeros((epochs, len(it.HISTORY_COLUMNS)), dtype=np.float64)
+        batch_log = (np.zeros((epochs * len(train), len(it.BATCH_COLUMNS))) if log_batches
+                     else None)
+        self._batch_log, self.batch_history_ = batch_log, None
         # The shuffle order carries over between fits (and checkpoints), so fitting 4 then 2
         # epochs is the same as fitting 6.
         if self._perm is None or len(self._perm) != len(X):
@@ -316,6 +323,7 @@ class Trainer:
         def on_epoch():
             self.optimizer.iterations = int(state[it.ST_STEP])  # checkpoints see the real count
             self.history_ = frame = self._history_frame(history, state, monitor)
+            self._batch_frame(state)
             logs = frame.iloc[-1].to_dict()
             if verbose == 2:
                 print(_epoch_line(logs))
@@ -341,7 +349,7 @@ class Trainer:
                     (cfg, opt_hyper, self.optimizer.state, self._reg_spans, lr_table, plateau,
                      accum),
                     state, self._best, history, self._empty(1),
-                    on_pause=on_epoch if per_epoch else None)
+                    on_pause=on_epoch if per_epoch else None, batch_log=batch_log)
         except KeyboardInterrupt:
             # Ctrl-C: Python sees it when a compiled call returns, i.e. between epochs when the
             # fit is chunked (callbacks, progress bar). Stop cleanly: the epoch that ran is kept,
@@ -353,6 +361,7 @@ class Trainer:
             self.optimizer.iterations = int(state[it.ST_STEP])
             self.model.eval()
             self.history_ = self._history_frame(history, state, monitor)
+            self._batch_frame(state)
         if status == st.PAUSED or interrupted:  # stopped early: apply the best-weights rule
             it._restore_best(cfg, state, program.params, self._best)
             self.history_.attrs["restored_best"] = bool(state[it.ST_RESTORED])
@@ -377,6 +386,20 @@ class Trainer:
             return none, np.concatenate([scheduler.plateau_params(),
                                          scheduler.plateau_state(self.optimizer.lr)])
         return scheduler.lr_table(self.optimizer.lr, epochs, steps_per_epoch), none
+
+    def _batch_frame(self, state) -> None:
+        """``batch_history_`` from the compiled per-batch log, up to the last finished epoch."""
+        if self._batch_log is None:
+            return
+        import pandas as pd
+
+        log = self._batch_log
+        rows = log[(log[:, 0] > 0) & (log[:, 0] <= state[it.ST_EPOCH])]  # finished epochs
+        frame = pd.DataFrame(rows, columns=list(it.BATCH_COLUMNS))
+        frame[["epoch", "batch"]] = frame[["epoch", "batch"]].astype(np.int64)
+        if not self.loss.is_classification:
+            frame["train_accuracy"] = np.nan
+        self.batch_history_ = frame
 
     def _history_frame(self, history, state, monitor) -> pd.DataFrame:
         import pandas as pd

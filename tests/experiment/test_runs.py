@@ -155,3 +155,14 @@ def test_train_run_regression_with_early_stopping(tmp_path):
     assert 3 < len(history) < 200  # early stopping fired for regression
     assert run.checkpoint(Checkpoints.BEST).exists()
     assert RunCallback(run).monitor == "val_loss"
+
+
+def test_per_batch_rows_in_idps(tmp_path):
+    X, y, Xv, yv = _data()
+    run, trainer, history = train_run(_config(epochs=3), X, y, Xv, yv, tmp_path, log_batches=True)
+    batches = run.batch_history()
+    n_batches = -(-len(X) // 16)
+    assert len(batches) == 3 * n_batches and len(history) == 3
+    assert batches["batch"].tolist() == list(range(1, n_batches + 1)) * 3
+    np.testing.assert_allclose(batches["train_loss"], trainer.batch_history_["train_loss"])
+    assert list(history.columns) == list(IDPS_COLUMNS)  # epoch rows only, as without batches

@@ -190,3 +190,24 @@ def test_binary_classifier_predicts_labels_and_probabilities():
     assert np.mean(labels == y) > 0.9
     proba = trainer.predict_proba(X)
     np.testing.assert_array_equal(proba[:, 0] > 0.5, labels == 1)
+
+
+def test_log_batches_records_every_training_batch():
+    X_train, X_test, y_train, y_test = digits_split()
+    nn.set_seed(0)
+    trainer = nn.Trainer(mlp(64, 16, 10), nn.Adam(lr=0.01))
+    loader = nn.DataLoader(X_train, y_train, batch_size=256)
+    history = trainer.fit(loader, epochs=3, val=(X_test, y_test), n_iter_no_change=None,
+                          log_batches=True, verbose=False)
+    batches = trainer.batch_history_
+    assert list(batches.columns) == ["epoch", "batch", "lr", "train_loss", "train_accuracy"]
+    assert len(batches) == 3 * len(loader)
+    assert batches["batch"].tolist() == list(range(1, len(loader) + 1)) * 3
+    # The epoch's loss is the row-weighted mean of its batches' losses.
+    sizes = np.array([256] * (len(loader) - 1) + [len(X_train) - 256 * (len(loader) - 1)])
+    for e in (1, 2, 3):
+        rows = batches[batches["epoch"] == e]
+        expected = np.sum(rows["train_loss"].to_numpy() * sizes) / sizes.sum()
+        assert history["train_loss"].iloc[e - 1] == pytest.approx(expected, rel=1e-9)
+    assert trainer.fit(loader, epochs=1, verbose=False) is not None
+    assert trainer.batch_history_ is None
