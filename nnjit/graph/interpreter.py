@@ -34,9 +34,9 @@ from nnjit.graph.opcodes import (
     R_OUT,
     Opcode,
 )
-from nnjit.kernels import activation as ka
 from nnjit.kernels import dense as kd
 from nnjit.kernels import elementwise as ke
+from nnjit.kernels import families as kf
 from nnjit.kernels import gradients as gk
 from nnjit.kernels import loss as kl
 from nnjit.kernels import optim as ko
@@ -74,7 +74,7 @@ LAYOUT_WIDTH = 7
 CONFIG_WIDTH = 16
 
 MONITOR_VAL_LOSS, MONITOR_VAL_ACCURACY, MONITOR_TRAIN_LOSS = 0, 1, 2
-OPT_SGD, OPT_ADAM, OPT_RMSPROP = 0, 1, 2
+OPT_SGD, OPT_ADAM, OPT_RMSPROP = kf.OPT_SGD, kf.OPT_ADAM, kf.OPT_RMSPROP
 
 # Run state (float64): every variable that must survive a return to Python.
 (
@@ -169,7 +169,7 @@ def _forward_op(i, training, write_grad, rows, records, slots, hyper, values, gr
         ke.mul_forward(_flat(values, slots, a, rows), _flat(values, slots, b, rows),
                        _flat(values, slots, o, rows))
     elif _RELU <= op <= _GELU:
-        ka.activation_forward(op, _flat(values, slots, a, rows), _flat(values, slots, o, rows),
+        kf.activation_forward(op, _flat(values, slots, a, rows), _flat(values, slots, o, rows),
                               hyper[h] if h >= 0 else 0.0)
     elif op == _DROPOUT:
         x = _flat(values, slots, a, rows)
@@ -183,14 +183,10 @@ def _forward_op(i, training, write_grad, rows, records, slots, hyper, values, gr
         pred = _view(values, slots, a, rows)
         target = _view(values, slots, b, rows)
         dpred = _view(grads, slots, a, rows)
-        if op == _SOFTMAX_CE:
-            loss, correct = kl.softmax_ce(pred, target, dpred, records[i, R_AUX1] == 1,
-                                          1.0 / rows, write_grad)
-        elif op == _MSE:
-            loss, correct = kl.mse(pred, target, dpred, 1.0 / (rows * pred.shape[1]), write_grad)
-        else:
-            loss, correct = kl.bce_with_logits(pred, target, dpred, 1.0 / (rows * pred.shape[1]),
-                                               write_grad)
+        kind = (kf.LOSS_SOFTMAX_CE if op == _SOFTMAX_CE
+                else (kf.LOSS_MSE if op == _MSE else kf.LOSS_BCE))
+        loss, correct = kf.loss_and_seed(kind, pred, target, dpred, records[i, R_AUX1] == 1,
+                                         write_grad)
         stats[0] += loss
         stats[1] += correct
 
@@ -241,7 +237,7 @@ def _backward_op(i, rows, records, slots, hyper, values, grads, scratch):
         dy = _flat(grads, slots, o, rows)
         dx = _flat(grads, slots, a, rows)
         if _RELU <= op <= _GELU:
-            ka.activation_backward(op, x, y, dy, dx, acc_a, hyper[h] if h >= 0 else 0.0)
+            kf.activation_backward(op, x, y, dy, dx, acc_a, hyper[h] if h >= 0 else 0.0)
         elif op == _DROPOUT:
             ke.dropout_backward(_flat(values, slots, b, rows), dy, dx, acc_a)
 
@@ -276,20 +272,6 @@ def _load_batch(src, perm, use_perm, start, rows, dst):
         k = perm[start + r] if use_perm else start + r
         for j in range(cols):
             dst[r, j] = src[k, j]
-
-
-@jit
-def _optimizer_step(kind, params, grads, opt_state, opt_hyper, lr, step):
-    """One update of the flat parameter block with learning rate ``lr``."""
-    if kind == OPT_SGD:
-        ko.sgd_update(params, grads, opt_state[0], lr, opt_hyper[1], opt_hyper[2],
-                      opt_hyper[3] != 0.0, opt_hyper[4], step)
-    elif kind == OPT_ADAM:
-        ko.adam_update(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1],
-                       opt_hyper[2], opt_hyper[3], opt_hyper[4], opt_hyper[5] != 0.0, step)
-    else:
-        ko.rmsprop_update(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1],
-                          opt_hyper[2], opt_hyper[3], opt_hyper[4], step)
 
 
 @jit
@@ -487,8 +469,8 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                     state[ST_LR] = lr_table[min(int(state[ST_FIT_STEP]), lr_table.size - 1)]
                 state[ST_STEP] += 1.0
                 state[ST_FIT_STEP] += 1.0
-                _optimizer_step(int(cfg[C_OPT_KIND]), params, pgrads, opt_state, opt_hyper,
-                                state[ST_LR], int(state[ST_STEP]))
+                kf.optimizer_step(int(cfg[C_OPT_KIND]), params, pgrads, opt_state, opt_hyper,
+                                  state[ST_LR], int(state[ST_STEP]))
             state[ST_TRAIN_LOSS] += stats[0] + penalty * rows
             state[ST_TRAIN_CORRECT] += stats[1]
             state[ST_TRAIN_N] += rows
