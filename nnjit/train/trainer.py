@@ -88,9 +88,15 @@ class Trainer:
     # -- compilation -----------------------------------------------------------------------------
     def _trace(self, n_features: int, max_batch: int):
         tape = Tape(self.dtype, max_batch)
-        for path, module in self.model.named_modules():
+        self._modules = list(self.model.named_modules())  # traversed once per trace
+        self._named_params = []
+        seen = set()
+        for path, module in self._modules:
             object.__setattr__(module, "_path", path)
-        self._named_params = list(self.model.named_parameters())
+            for name, p in module._parameters.items():  # as Module.named_parameters()
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    self._named_params.append((f"{path}.{name}" if path else name, p))
         for name, p in self._named_params:
             tape.parameter(p, name)
         x = tape.input(n_features, "input")
@@ -131,6 +137,11 @@ class Trainer:
             program = Program(tape, x, target, out, loss, seed=self.seed)
             self._install(program)
         return Y
+
+    def _set_training(self, mode: bool) -> None:
+        """``model.train(mode)`` over the modules found when tracing (no second traversal)."""
+        for _, module in self._modules:
+            module.__dict__["training"] = mode
 
     def _max_batch(self) -> int:
         return self.program.max_batch if self.program is not None else 1
@@ -334,7 +345,7 @@ class Trainer:
                 callbacks.on_epoch_begin(self, epoch + 1)
             return keep_going
 
-        self.model.train()
+        self._set_training(True)
         self.stop_training = False
         callbacks.on_train_begin(self, {"epochs": epochs})
         callbacks.on_epoch_begin(self, 1)
@@ -359,7 +370,7 @@ class Trainer:
             interrupted = True
         finally:
             self.optimizer.iterations = int(state[it.ST_STEP])
-            self.model.eval()
+            self._set_training(False)
             self.history_ = self._history_frame(history, state, monitor)
             self._batch_frame(state)
         if status == st.PAUSED or interrupted:  # stopped early: apply the best-weights rule
@@ -367,8 +378,9 @@ class Trainer:
             self.history_.attrs["restored_best"] = bool(state[it.ST_RESTORED])
             self.history_.attrs["stop_reason"] = ("interrupted (KeyboardInterrupt)" if interrupted
                                                   else "stopped by a callback")
-        callbacks.on_train_end(self, self.history_.iloc[-1].to_dict() if len(self.history_)
-                               else {})
+        if callbacks:  # (building the logs costs pandas work a plain fit should not pay)
+            callbacks.on_train_end(self, self.history_.iloc[-1].to_dict()
+                                   if len(self.history_) else {})
         if verbose:
             print(_summary_line(self.history_, patience, tol))
         return self.history_
