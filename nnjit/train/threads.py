@@ -61,32 +61,46 @@ from threadpoolctl import ThreadpoolController  # noqa: E402
 _lock = threading.Lock()
 _depth = 0
 _saved: list[tuple[object, int]] = []
-_blas_controllers: list | None = None
+_blas: list | None = None
 
 
 def _controllers() -> list:
-    """threadpoolctl's per-library controllers of the loaded BLAS libraries (found once)."""
-    global _blas_controllers
-    if _blas_controllers is None:
-        controller = ThreadpoolController()
-        _blas_controllers = [c for c in controller.lib_controllers if c.user_api == "blas"]
-    return _blas_controllers
+    """``(get_threads, set_threads)`` callables for each loaded BLAS library (found once).
+
+    For OpenBLAS with its own threads these are the library's ``openblas_get/set_num_threads``
+    themselves (a ctypes call each): threadpoolctl's controller silently ignores calls from
+    any Python thread but the first one that used it (its "controlling thread"), so a trainer
+    in a worker thread would run 2-thread GEMMs (two such trainers ran 2x *slower* than one
+    after the other); nnjit serialises its own changes with ``_lock`` instead. Libraries
+    threadpoolctl exposes differently go through its public API.
+    """
+    global _blas
+    if _blas is None:
+        _blas = []
+        for c in ThreadpoolController().lib_controllers:
+            if c.user_api != "blas":
+                continue
+            symbol = getattr(c, "_get_symbol", None)
+            raw_get = symbol("openblas_get_num_threads") if symbol else None
+            raw_set = symbol("openblas_set_num_threads") if symbol else None
+            if (c.internal_api == "openblas" and getattr(c, "threading_layer", "") != "openmp"
+                    and raw_get is not None and raw_set is not None):
+                _blas.append((raw_get, raw_set))
+            else:
+                _blas.append((lambda c=c: c.num_threads, lambda n, c=c: _set_threads(c, n)))
+    return _blas
 
 
 @contextlib.contextmanager
 def single_threaded_blas():
-    """Limit every loaded BLAS to one thread; nested and concurrent uses share one limit.
-
-    Calls each library's own ``set_num_threads`` directly (a few microseconds) instead of
-    ``threadpool_limits``, which re-scans the loaded libraries on every call (~60 us per fit).
-    """
+    """Limit every loaded BLAS to one thread; nested and concurrent uses share one limit."""
     global _depth
     with _lock:
         if _depth == 0:
             _saved.clear()
-            for c in _controllers():
-                _saved.append((c, c.num_threads))
-                _set_threads(c, 1)
+            for get, set_ in _controllers():
+                _saved.append((set_, get()))
+                set_(1)
         _depth += 1
     try:
         yield
@@ -94,19 +108,14 @@ def single_threaded_blas():
         with _lock:
             _depth -= 1
             if _depth == 0:
-                for c, n in _saved:
-                    _set_threads(c, n)
+                for set_, n in _saved:
+                    set_(n)
                 _saved.clear()
 
 
 def _set_threads(controller, n: int) -> None:
-    """Set a library's thread count from whichever Python thread runs a fit.
-
-    threadpoolctl's OpenBLAS controller silently ignores calls from any thread but the first one
-    that used it (its "controlling thread"), so a trainer in a worker thread would run 2-thread
-    GEMMs (two such trainers ran 2x *slower* than one after the other). nnjit serialises its own
-    changes with ``_lock``, so it takes control for the call and hands it back.
-    """
+    """Set a library's thread count through threadpoolctl from any Python thread (it takes
+    control for the call and hands it back)."""
     clear = getattr(type(controller), "clear_controlling_thread", None)
     if clear is not None:
         clear(force=True)
@@ -118,4 +127,4 @@ def _set_threads(controller, n: int) -> None:
 def blas_thread_counts() -> list[int]:
     """Current thread counts of the BLAS libraries nnjit pins (those loaded when it was first
     used: numpy's and scipy's, the one numba calls); for tests and benchmarks."""
-    return [c.num_threads for c in _controllers()]
+    return [int(get()) for get, _ in _controllers()]
