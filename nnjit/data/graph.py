@@ -34,6 +34,8 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
+from nnjit.datasets import GraphSizes
+
 SELF_LOOP_OPTIONS = ("keep", "remove", "error")
 DUPLICATE_OPTIONS = ("keep", "remove", "error")
 MASK_NAMES = ("train_mask", "val_mask", "test_mask")
@@ -196,7 +198,7 @@ def _check_mask(mask, name: str, n: int):
 # --------------------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
-class Graph:
+class Graph(GraphSizes):
     """One graph for node classification (transductive split by masks).
 
     Build it with :meth:`from_arrays` or :meth:`from_dataset`, which validate; the constructor
@@ -305,19 +307,6 @@ class Graph:
         return cls.from_arrays(dataset.x, dataset.edge_index, dataset.y, dataset.train_mask,
                                dataset.val_mask, dataset.test_mask,
                                self_loops=self_loops, duplicates=duplicates)
-
-    @property
-    def num_nodes(self) -> int:
-        return int(self.x.shape[0])
-
-    @property
-    def num_edges(self) -> int:
-        """Number of directed edges (columns of ``edge_index``)."""
-        return int(self.edge_index.shape[1])
-
-    @property
-    def num_features(self) -> int:
-        return int(self.x.shape[1])
 
     @property
     def num_classes(self) -> int:

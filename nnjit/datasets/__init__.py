@@ -100,8 +100,26 @@ class Dataset:
         )
 
 
+class GraphSizes:
+    """``num_nodes``, ``num_edges`` and ``num_features`` of anything with ``x`` (N, F) and
+    ``edge_index`` (2, E); shared by :class:`GraphDataset` and :class:`nnjit.data.graph.Graph`."""
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
+    def num_edges(self) -> int:
+        """Number of *directed* edges (columns of ``edge_index``)."""
+        return int(self.edge_index.shape[1])
+
+    @property
+    def num_features(self) -> int:
+        return int(self.x.shape[1])
+
+
 @dataclass(frozen=True, eq=False, repr=False)
-class GraphDataset:
+class GraphDataset(GraphSizes):
     """A node-classification graph (one graph, transductive split).
 
     Attributes
@@ -130,19 +148,6 @@ class GraphDataset:
     target_names: tuple[str, ...]
     name: str
     description: str
-
-    @property
-    def num_nodes(self) -> int:
-        return int(self.x.shape[0])
-
-    @property
-    def num_edges(self) -> int:
-        """Number of *directed* edges (columns of ``edge_index``)."""
-        return int(self.edge_index.shape[1])
-
-    @property
-    def num_features(self) -> int:
-        return int(self.x.shape[1])
 
     @property
     def num_classes(self) -> int:
