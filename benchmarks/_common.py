@@ -426,6 +426,16 @@ def environment_info(**extra) -> dict:
     return info
 
 
+def finish(res: dict, out, warnings, report) -> dict:
+    """The end every benchmark shares: ``res["warnings"] = warnings(res)``, print the report,
+    write the JSON to ``out`` and say where. Returns ``res``."""
+    res["warnings"] = warnings(res)
+    report(res)
+    path = write_json(out, res)
+    print(f"wrote {path}", flush=True)
+    return res
+
+
 def load_warning(env: dict, detail: str = "other processes may have competed for the CPU"):
     """A warning when the machine was busy at the start (load average above half the cores),
     else None. Only the load before the start counts: a benchmark itself adds about 1."""

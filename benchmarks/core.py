@@ -21,6 +21,7 @@ import time
 import warnings
 
 from benchmarks._common import (
+    finish,
     load_warning,
     Stopwatch,
     alternate,
@@ -40,7 +41,6 @@ from benchmarks._common import (
     summarize,
     summary_cells,
     temp_dir,
-    write_json,
 )
 
 HIDDEN, BATCH, LR = 64, 16, 0.001
@@ -515,11 +515,7 @@ def main(argv=None) -> dict:
     res["environment"] = environment_info(loadavg_before=load_before, loadavg_after=loadavg(),
                                           blas_threads=blas, versions=versions)
     res["benchmark_wall_s"] = time.perf_counter() - t_start
-    res["warnings"] = _warnings(res)
-    print_report(res)
-    path = write_json(args.out, res)
-    print(f"wrote {path}", flush=True)
-    return res
+    return finish(res, args.out, _warnings, print_report)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import time
 import numpy as np
 
 from benchmarks._common import (
+    finish,
     load_warning,
     alternate,
     blas_info,
@@ -47,7 +48,6 @@ from benchmarks._common import (
     ratio,
     run_child,
     summarize,
-    write_json,
 )
 
 LR = 0.001
@@ -538,11 +538,7 @@ def main(argv=None) -> dict:
                                           blas_libraries=blas_info(), versions=versions,
                                           openblas_coretype=os.environ.get("OPENBLAS_CORETYPE"))
     res["benchmark_wall_s"] = time.perf_counter() - t_start
-    res["warnings"] = _warnings(res)
-    print_report(res)
-    path = write_json(out_path(args.out, "memory"), res)
-    print(f"wrote {path}", flush=True)
-    return res
+    return finish(res, out_path(args.out, "memory"), _warnings, print_report)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ import numba
 import numpy as np
 
 from benchmarks._common import (
+    finish,
     OtherLoad,
     alternate,
     child_env,
@@ -59,7 +60,6 @@ from benchmarks._common import (
     run_child,
     summarize,
     temp_dir,
-    write_json,
 )
 from nnjit.kernels import elementwise as ke
 from nnjit.kernels import optim as ko
@@ -675,11 +675,7 @@ def main(argv=None) -> dict:
         parallel_available=available, numba_num_threads=numba.config.NUMBA_NUM_THREADS,
         current_parallel_min_size=dict(kp.PARALLEL_MIN_SIZE))
     res["benchmark_wall_s"] = time.perf_counter() - t_start
-    res["warnings"] = _warnings(res)
-    print_report(res)
-    path = write_json(out_path(args.out, "parallel"), res)
-    print(f"wrote {path}", flush=True)
-    return res
+    return finish(res, out_path(args.out, "parallel"), _warnings, print_report)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ import numpy as np
 
 from benchmarks.peers import torch_train_epoch
 from benchmarks._common import (
+    finish,
     load_warning,
     Stopwatch,
     alternate,
@@ -50,7 +51,6 @@ from benchmarks._common import (
     ratio,
     shared_data_path,
     summarize,
-    write_json,
 )
 
 SIZES = (784, 256, 256, 10)
@@ -547,11 +547,7 @@ def main(argv=None) -> dict:
                                           torch_threads=torch_threads, versions=versions,
                                           openblas_coretype=os.environ.get("OPENBLAS_CORETYPE"))
     res["benchmark_wall_s"] = time.perf_counter() - t_start
-    res["warnings"] = _warnings(res)
-    print_report(res)
-    path = write_json(out_path(args.out, "scale"), res)
-    print(f"wrote {path}", flush=True)
-    return res
+    return finish(res, out_path(args.out, "scale"), _warnings, print_report)
 
 
 if __name__ == "__main__":

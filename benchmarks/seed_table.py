@@ -41,6 +41,7 @@ import warnings
 from pathlib import Path
 
 from benchmarks._common import (
+    finish,
     load_warning,
     RESULTS_DIR,
     NumbaCompileProfiler,
@@ -58,7 +59,6 @@ from benchmarks._common import (
     shared_data_path,
     summarize,
     thread_affinities,
-    write_json,
 )
 
 #: Per data set: hidden units, batch size, Adam learning rate, and the original's seed.
@@ -952,11 +952,7 @@ def main(argv=None) -> dict:
         res["environment"]["cpu_affinity"] = len(pinned["previous"])
     res["targets"] = evaluate_targets(res)
     res["benchmark_wall_s"] = time.perf_counter() - t_start
-    res["warnings"] = _warnings(res)
-    print_report(res)
-    path = write_json(args.out, res)
-    print(f"wrote {path}", flush=True)
-    return res
+    return finish(res, args.out, _warnings, print_report)
 
 
 def _warnings(res: dict) -> list[str]:
