@@ -107,6 +107,20 @@ def count_self_loops(edge_index: np.ndarray) -> int:
     return int((edge_index[0] == edge_index[1]).sum())
 
 
+def _apply_edge_policy(edge_index, flagged, policy, option, what, alternatives):
+    """Keep, drop or reject (``policy``) the edges marked in ``flagged`` (self loops or
+    duplicates); the error names the count, the first such edge and the ``option`` to pass."""
+    if not flagged.any() or policy == "keep":
+        return edge_index
+    if policy == "error":
+        first = int(np.flatnonzero(flagged)[0])
+        raise ValueError(
+            f"Found {int(flagged.sum())} {what}e.g. edge {first}: {int(edge_index[0, first])} "
+            f"-> {int(edge_index[1, first])}). Pass {option}='remove' {alternatives}."
+        )
+    return np.ascontiguousarray(edge_index[:, ~flagged])
+
+
 def _duplicate_mask(edge_index: np.ndarray, num_nodes: int) -> np.ndarray:
     """Bool (E,): True for every edge that repeats an earlier (source, target) pair."""
     key = edge_index[0] * np.int64(max(num_nodes, 1)) + edge_index[1]
@@ -262,28 +276,13 @@ class Graph(GraphSizes):
         n = int(x.shape[0])
         edge_index = check_edge_index(edge_index, n)
 
-        loops = edge_index[0] == edge_index[1]
-        if loops.any() and self_loops == "error":
-            first = int(np.flatnonzero(loops)[0])
-            raise ValueError(
-                f"Found {int(loops.sum())} self loops in 'edge_index' (e.g. edge {first}: "
-                f"{int(edge_index[0, first])} -> {int(edge_index[1, first])}). Pass "
-                f"self_loops='remove' to drop them or self_loops='keep' to keep them."
-            )
-        if loops.any() and self_loops == "remove":
-            edge_index = np.ascontiguousarray(edge_index[:, ~loops])
-
-        dup = _duplicate_mask(edge_index, n)
-        if dup.any() and duplicates == "error":
-            first = int(np.flatnonzero(dup)[0])
-            raise ValueError(
-                f"Found {int(dup.sum())} duplicate edges in 'edge_index' (edges repeating an "
-                f"earlier (source, target) pair, e.g. edge {first}: {int(edge_index[0, first])} "
-                f"-> {int(edge_index[1, first])}). Pass duplicates='remove' to keep the first of "
-                f"each or duplicates='keep' to keep them all."
-            )
-        if dup.any() and duplicates == "remove":
-            edge_index = np.ascontiguousarray(edge_index[:, ~dup])
+        edge_index = _apply_edge_policy(
+            edge_index, edge_index[0] == edge_index[1], self_loops, "self_loops",
+            "self loops in 'edge_index' (", "to drop them or self_loops='keep' to keep them")
+        edge_index = _apply_edge_policy(
+            edge_index, _duplicate_mask(edge_index, n), duplicates, "duplicates",
+            "duplicate edges in 'edge_index' (edges repeating an earlier (source, target) pair, ",
+            "to keep the first of each or duplicates='keep' to keep them all")
 
         y = _check_y(y, n)
         masks = {name: _check_mask(m, name, n)
