@@ -111,11 +111,8 @@ class Trainer:
         """Trace and lay out the model if needed; return (X, Y) in the arena dtype."""
         n_features = X.shape[1]
         program = self.program
-        if program is not None and program.n_features != n_features:
-            first = next((n for n in program.nodes if program.input_slot in n.inputs), None)
-            layer = first.owner if first is not None else type(self.model).__name__
-            raise ValueError(f"{where}: layer '{layer}' expects input with {program.n_features} "
-                             f"features, got array of shape {X.shape}")
+        if program is not None:
+            self._check_feature_count(X, where)
         n_outputs = program.output_cols if program is not None else None
         tape = None
         if n_outputs is None:
@@ -446,13 +443,17 @@ class Trainer:
     def _check_X(self, X, what: str) -> np.ndarray:
         self._require_fitted(what)
         X = check_features(X, f"{what}: X")
-        if X.shape[1] != self.program.n_features:
-            first = next((n for n in self.program.nodes if self.program.input_slot in n.inputs),
-                         None)
-            layer = first.owner if first is not None else type(self.model).__name__
-            raise ValueError(f"{what}: layer '{layer}' expects input with "
-                             f"{self.program.n_features} features, got array of shape {X.shape}")
+        self._check_feature_count(X, what)
         return np.ascontiguousarray(X, dtype=self.dtype)
+
+    def _check_feature_count(self, X, where: str) -> None:
+        """Reject X whose width differs from the compiled model's input, naming the first layer."""
+        program = self.program
+        if X.shape[1] != program.n_features:
+            first = next((n for n in program.nodes if program.input_slot in n.inputs), None)
+            layer = first.owner if first is not None else type(self.model).__name__
+            raise ValueError(f"{where}: layer '{layer}' expects input with {program.n_features} "
+                             f"features, got array of shape {X.shape}")
 
     def _run_simple(self, task, X, Y, out):
         state = np.zeros(it.STATE_WIDTH, dtype=np.float64)
