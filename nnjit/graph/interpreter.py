@@ -376,8 +376,6 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
         batch = n
     n_train_jobs = (n // batch if cfg[C_DROP_LAST] != 0.0 and task == TASK_FIT and n >= batch
                     else (n + batch - 1) // batch)
-    if task != TASK_FIT:
-        n_train_jobs = (n + batch - 1) // batch
     val_batch = int(cfg[C_EVAL_BATCH])
     n_jobs = n_train_jobs + (n_val + val_batch - 1) // val_batch
     training_task = task == TASK_FIT or task == TASK_GRADIENT
