@@ -13,11 +13,12 @@ from nnjit.config import FASTMATH
 
 
 def _cache_is_usable() -> bool:
-    """True when numba can write its cache somewhere; otherwise caching would fail at import.
+    """Whether compiled code can be cached on disk; picks a writable place if needed.
 
     Numba caches next to the source file, or in ``NUMBA_CACHE_DIR``. When neither is writable
     (read-only site-packages without a cache dir) ``cache=True`` raises "no locator available" at
-    decoration time; we fall back to a per-user temporary cache directory instead.
+    decoration time; we fall back to a per-user temporary cache directory, and to no cache at
+    all (compile in every process) when even that cannot be created.
     """
     if os.environ.get("NUMBA_CACHE_DIR"):
         return True
@@ -28,11 +29,15 @@ def _cache_is_usable() -> bool:
         probe.close()
         return True
     except OSError:
-        user = getattr(os, "getuid", lambda: 0)()
-        fallback = os.path.join(tempfile.gettempdir(), f"nnjit-numba-cache-{user}")
+        pass
+    user = getattr(os, "getuid", lambda: 0)()
+    fallback = os.path.join(tempfile.gettempdir(), f"nnjit-numba-cache-{user}")
+    try:
         os.makedirs(fallback, exist_ok=True)
-        numba.config.CACHE_DIR = fallback
-        return True
+    except OSError:
+        return False
+    numba.config.CACHE_DIR = fallback
+    return True
 
 
 _CACHE = _cache_is_usable()
