@@ -50,16 +50,22 @@ class SELU(Module):
 
 
 class Tanh(Module):
+    """tanh(x)."""
+
     def forward(self, x: Tensor) -> Tensor:
         return F.tanh(x)
 
 
 class Sigmoid(Module):
+    """1 / (1 + exp(-x)), computed stably."""
+
     def forward(self, x: Tensor) -> Tensor:
         return F.sigmoid(x)
 
 
 class Softplus(Module):
+    """log(1 + exp(x)), computed stably."""
+
     def forward(self, x: Tensor) -> Tensor:
         return F.softplus(x)
 
