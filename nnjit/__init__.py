@@ -6,6 +6,8 @@
 __version__ = "0.1.0"
 
 from nnjit import datasets as datasets
+from nnjit.data.full_batch import FullBatch as FullBatch
+from nnjit.data.graph import Graph as Graph
 from nnjit.data.loader import DataLoader as DataLoader
 from nnjit.graph.status import TrainingDivergedError as TrainingDivergedError
 from nnjit.graph.tape import Tape as Tape
@@ -22,6 +24,8 @@ from nnjit.nn import (
     DenseLayer as DenseLayer,
     Dropout as Dropout,
     DropoutLayer as DropoutLayer,
+    GATConv as GATConv,
+    GCNConv as GCNConv,
     LeakyReLU as LeakyReLU,
     LeakyReLULayer as LeakyReLULayer,
     Linear as Linear,
@@ -30,6 +34,7 @@ from nnjit.nn import (
     Parameter as Parameter,
     ReLU as ReLU,
     ReLULayer as ReLULayer,
+    SAGEConv as SAGEConv,
     Sequential as Sequential,
     Sigmoid as Sigmoid,
     SigmoidLayer as SigmoidLayer,
@@ -53,7 +58,7 @@ from nnjit.train.trainer import Trainer as Trainer
 
 __all__ = [
     "BCEWithLogitsLoss", "CrossEntropyLoss", "DataLoader", "DenseLayer", "Dropout",
-    "DropoutLayer", "ELU", "GELU", "JITCompiler", "L2Regularizer", "LeakyReLU", "LeakyReLULayer",
+    "DropoutLayer", "ELU", "FullBatch", "GATConv", "GCNConv", "GELU", "Graph", "SAGEConv", "JITCompiler", "L2Regularizer", "LeakyReLU", "LeakyReLULayer",
     "Linear", "MSELoss", "Module", "NNEFormatError", "Op", "Parameter", "ReLU", "ReLULayer",
     "RMSprop", "SELU", "SGD", "Sequential", "Sigmoid", "SigmoidLayer", "SklearnL2Regularizer",
     "SoftmaxCrossEntropyLoss", "Softplus", "StateMismatchError", "Tanh", "TanhLayer", "Tape",

@@ -20,9 +20,10 @@ from __future__ import annotations
 import numpy as np
 
 from nnjit.graph import status as st
-from nnjit.graph.arena import S_COLS, S_FLAGS, S_OFFSET, S_ROWS, SLOT_BATCH
+from nnjit.graph.arena import S_OFFSET
 from nnjit.graph.opcodes import (
     ACCUMULATE,
+    GRAPH_FIRST,
     NEEDS_GRAD,
     R_AUX0,
     R_AUX1,
@@ -34,6 +35,8 @@ from nnjit.graph.opcodes import (
     R_OUT,
     Opcode,
 )
+from nnjit.graph.slot_views import slot_flat as _flat
+from nnjit.graph.slot_views import slot_view as _view
 from nnjit.kernels import dense as kd
 from nnjit.kernels import elementwise as ke
 from nnjit.kernels import families as kf
@@ -43,7 +46,7 @@ from nnjit.kernels import optim as ko
 from nnjit.kernels import rng as kr
 from nnjit.kernels._jit import jit
 from nnjit.kernels.clock import monotonic_ns
-from nnjit.kernels.views import borrow, view1d, view2d
+from nnjit.kernels.views import borrow, view2d
 
 # Tasks.
 TASK_FIT, TASK_EVALUATE, TASK_PREDICT, TASK_GRADIENT = 0, 1, 2, 3
@@ -88,8 +91,9 @@ OPT_SGD, OPT_ADAM, OPT_RMSPROP = kf.OPT_SGD, kf.OPT_ADAM, kf.OPT_RMSPROP
     ST_DIR,  # 0 between jobs, 1 replaying forward, 2 replaying backward
     ST_CURSOR,  # next record to replay
     ST_ROWS,  # rows of the current batch
-    ST_BATCH_LOSS,  # loss sum and correct count of the current job
+    ST_BATCH_LOSS,  # loss sum, correct count and counted rows of the current job
     ST_BATCH_CORRECT,
+    ST_BATCH_COUNT,  # rows the loss counted (a graph's masked-out nodes are not counted)
     ST_TRAIN_LOSS,  # sums over the current epoch
     ST_TRAIN_CORRECT,
     ST_TRAIN_N,
@@ -101,8 +105,8 @@ OPT_SGD, OPT_ADAM, OPT_RMSPROP = kf.OPT_SGD, kf.OPT_ADAM, kf.OPT_RMSPROP
     ST_LR,  # learning rate of the next optimizer step
     ST_FIT_STEP,  # optimizer steps taken in this fit (index into the LR table)
     ST_ACCUM_N,  # minibatches accumulated towards the next step
-) = range(23)
-STATE_WIDTH = 23
+) = range(24)
+STATE_WIDTH = 24
 
 # History columns (float64, one row per epoch).
 H_EPOCH, H_TRAIN_LOSS, H_TRAIN_ACC, H_VAL_LOSS, H_VAL_ACC, H_LR, H_SECONDS = range(7)
@@ -121,22 +125,9 @@ _SOFTMAX_CE = int(Opcode.SOFTMAX_CE)
 _MSE = int(Opcode.MSE)
 _BCE = int(Opcode.BCE_WITH_LOGITS)
 _PYTHON_OP = int(Opcode.PYTHON_OP)
+_GRAPH_FIRST = int(GRAPH_FIRST)
 _NEEDS = NEEDS_GRAD
 _ACC = ACCUMULATE
-
-
-@jit
-def _view(buf, slots, s, batch_rows):
-    """2-D view of slot ``s`` in ``buf`` with the current batch's row count for batch slots."""
-    rows = batch_rows if slots[s, S_FLAGS] & SLOT_BATCH else slots[s, S_ROWS]
-    return view2d(buf, slots[s, S_OFFSET], rows, slots[s, S_COLS])
-
-
-@jit
-def _flat(buf, slots, s, batch_rows):
-    """1-D view of slot ``s`` in ``buf``."""
-    rows = batch_rows if slots[s, S_FLAGS] & SLOT_BATCH else slots[s, S_ROWS]
-    return view1d(buf, slots[s, S_OFFSET], rows * slots[s, S_COLS])
 
 
 @jit
@@ -148,8 +139,24 @@ def _scratch_like(scratch, like, needed):
 
 
 @jit(inline="always")
-def _forward_op(i, training, write_grad, rows, records, slots, hyper, values, grads, rng, stats):
-    """Replay record ``i`` forward. Loss ops add (loss_sum, n_correct) to ``stats``."""
+def _no_graph_forward(i, rows, records, slots, values, gdata):
+    """The base build's stand-in for the graph ops (a program with them uses ``execute_graph``)."""
+
+
+@jit(inline="always")
+def _no_graph_backward(i, rows, records, slots, values, grads, gdata):
+    """The base build's stand-in for the graph ops' backward."""
+
+
+# Swapped for the real dispatchers in the graph build (see _graph_build at the end).
+_graph_forward = _no_graph_forward
+_graph_backward = _no_graph_backward
+
+
+@jit(inline="always")
+def _forward_op(i, training, write_grad, rows, records, slots, hyper, values, grads, rng, stats,
+                gdata):
+    """Replay record ``i`` forward. Loss ops add (loss_sum, n_correct, n_counted) to ``stats``."""
     op = records[i, R_OPCODE]
     a = records[i, R_IN0]
     b = records[i, R_IN1]
@@ -185,14 +192,17 @@ def _forward_op(i, training, write_grad, rows, records, slots, hyper, values, gr
         dpred = _view(grads, slots, a, rows)
         kind = (kf.LOSS_SOFTMAX_CE if op == _SOFTMAX_CE
                 else (kf.LOSS_MSE if op == _MSE else kf.LOSS_BCE))
-        loss, correct = kf.loss_and_seed(kind, pred, target, dpred, records[i, R_AUX1] == 1,
-                                         write_grad)
+        loss, correct, counted = kf.loss_and_seed(kind, pred, target, dpred,
+                                                  records[i, R_AUX1] == 1, write_grad)
         stats[0] += loss
         stats[1] += correct
+        stats[2] += counted
+    elif op >= _GRAPH_FIRST:
+        _graph_forward(i, rows, records, slots, values, gdata)
 
 
 @jit(inline="always")
-def _backward_op(i, rows, records, slots, hyper, values, grads, scratch):
+def _backward_op(i, rows, records, slots, hyper, values, grads, scratch, gdata):
     """Replay record ``i`` backward: write or accumulate the gradients of its inputs."""
     op = records[i, R_OPCODE]
     a = records[i, R_IN0]
@@ -231,6 +241,8 @@ def _backward_op(i, rows, records, slots, hyper, values, grads, scratch):
             ke.mul_backward(dy, _flat(values, slots, a, rows), _flat(grads, slots, b, rows), acc_b)
     elif op == _SOFTMAX_CE or op == _MSE or op == _BCE or op == _PYTHON_OP:
         pass  # losses wrote their gradient seed during forward; Python ops yield before this
+    elif op >= _GRAPH_FIRST:
+        _graph_backward(i, rows, records, slots, values, grads, gdata)
     elif need_a:
         x = _flat(values, slots, a, rows)
         y = _flat(values, slots, o, rows)
@@ -244,7 +256,7 @@ def _backward_op(i, rows, records, slots, hyper, values, grads, scratch):
 
 @jit(inline="always")
 def replay(direction, start, stop, training, write_grad, rows, records, slots, hyper, values,
-           grads, rng, scratch, stats):
+           grads, rng, scratch, stats, gdata):
     """Replay records forward over [start, stop) or backward over (stop, start].
 
     Returns (status, index): ``YIELD_FORWARD``/``YIELD_BACKWARD`` with the record of a Python op
@@ -255,12 +267,12 @@ def replay(direction, start, stop, training, write_grad, rows, records, slots, h
             if records[i, R_OPCODE] == _PYTHON_OP:
                 return st.YIELD_FORWARD, i
             _forward_op(i, training, write_grad, rows, records, slots, hyper, values, grads, rng,
-                        stats)
+                        stats, gdata)
     else:
         for i in range(start, stop, -1):
             if records[i, R_OPCODE] == _PYTHON_OP:
                 return st.YIELD_BACKWARD, i
-            _backward_op(i, rows, records, slots, hyper, values, grads, scratch)
+            _backward_op(i, rows, records, slots, hyper, values, grads, scratch, gdata)
     return st.DONE, stop
 
 
@@ -341,7 +353,7 @@ def _restore_best(cfg, state, params, best):
 @jit
 def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Yv, perm, cfg,
             opt_hyper, opt_state, reg_spans, lr_table, plateau, accum, state, best, history,
-            batch_log, out):
+            batch_log, out, gdata):
     """Run (or resume) ``task`` on a program. Returns (status, record index).
 
     FIT trains on (X, Y) and validates on (Xv, Yv) every epoch; EVALUATE adds loss sums of (X, Y)
@@ -362,13 +374,13 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                                             borrow(reg_spans))
     lr_table, plateau, accum = borrow(lr_table), borrow(plateau), borrow(accum)
     state, best, history, out = borrow(state), borrow(best), borrow(history), borrow(out)
-    batch_log = borrow(batch_log)
+    batch_log, gdata = borrow(batch_log), borrow(gdata)
     n_params = layout[L_N_PARAMS]
     params = values[:n_params]
     pgrads = grads[:n_params]
     scratch = grads[slots[layout[L_SCRATCH], S_OFFSET]:]
     loss_op = layout[L_LOSS_OP]
-    stats = state[ST_BATCH_LOSS : ST_BATCH_LOSS + 2]
+    stats = state[ST_BATCH_LOSS : ST_BATCH_LOSS + 3]
     n = X.shape[0]
     n_val = Xv.shape[0] if task == TASK_FIT else 0
     batch = int(cfg[C_BATCH]) if task == TASK_FIT else int(cfg[C_EVAL_BATCH])
@@ -415,6 +427,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             state[ST_ROWS] = rows
             stats[0] = 0.0
             stats[1] = 0.0
+            stats[2] = 0.0
             state[ST_DIR] = DIR_FORWARD
             state[ST_CURSOR] = 0
         rows = int(state[ST_ROWS])
@@ -425,7 +438,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
         else:
             stop = -1
         status, where = replay(direction, int(state[ST_CURSOR]), stop, is_train, is_train, rows,
-                               records, slots, hyper, values, grads, rng, scratch, stats)
+                               records, slots, hyper, values, grads, rng, scratch, stats, gdata)
         if status != st.DONE:
             state[ST_CURSOR] = where
             return status, where
@@ -469,16 +482,17 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                 state[ST_FIT_STEP] += 1.0
                 kf.optimizer_step(int(cfg[C_OPT_KIND]), params, pgrads, opt_state, opt_hyper,
                                   state[ST_LR], int(state[ST_STEP]))
-            state[ST_TRAIN_LOSS] += stats[0] + penalty * rows
+            counted = stats[2]
+            state[ST_TRAIN_LOSS] += stats[0] + penalty * counted
             state[ST_TRAIN_CORRECT] += stats[1]
-            state[ST_TRAIN_N] += rows
+            state[ST_TRAIN_N] += counted
             if batch_log.shape[0] > 0:
                 r = int(state[ST_EPOCH]) * n_train_jobs + job
                 batch_log[r, 0] = state[ST_EPOCH] + 1.0
                 batch_log[r, 1] = job + 1.0
                 batch_log[r, 2] = state[ST_LR]
-                batch_log[r, 3] = stats[0] / rows + penalty
-                batch_log[r, 4] = stats[1] / rows
+                batch_log[r, 3] = stats[0] / max(counted, 1.0) + penalty
+                batch_log[r, 4] = stats[1] / max(counted, 1.0)
         else:
             if task == TASK_FIT and not np.isfinite(stats[0]):
                 state[ST_JOB] = -1
@@ -487,7 +501,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                                                                    slots, values)
             state[ST_VAL_LOSS] += stats[0]
             state[ST_VAL_CORRECT] += stats[1]
-            state[ST_VAL_N] += rows
+            state[ST_VAL_N] += stats[2]
         state[ST_DIR] = DIR_IDLE
         state[ST_JOB] = job + 1
 
@@ -499,3 +513,49 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             epochs_this_call += 1
             if cfg[C_CHUNK] > 0 and epochs_this_call >= cfg[C_CHUNK]:
                 return st.PAUSED, -1  # also after the last epoch, before the best is restored
+
+
+# -- the graph build ---------------------------------------------------------------------------
+def _graph_build():
+    """``execute`` again, from the same source, with the graph ops' dispatchers in place of the
+    empty stand-ins: copies of ``_forward_op``, ``_backward_op``, ``replay`` and ``execute`` whose
+    globals point at each other and at :mod:`nnjit.graph.message_passing`.
+
+    Only programs with graph ops call it, so an MLP's cold compile does not pay for graph
+    kernels (a GNN pays one more ``execute`` compile once; both are cached on disk). Each copy
+    gets its own name: numba's cache is keyed by qualified name (see ``parallel_build``).
+    """
+    import types
+
+    from nnjit.graph import message_passing as mp
+
+    def copy(dispatcher, overrides):
+        fn = dispatcher.py_func
+        scope = dict(fn.__globals__)
+        scope.update(overrides)
+        twin = types.FunctionType(fn.__code__, scope, fn.__name__ + "_graph", fn.__defaults__,
+                                  fn.__closure__)
+        twin.__qualname__ = fn.__qualname__ + "_graph"
+        twin.__module__ = fn.__module__
+        twin.__doc__ = fn.__doc__
+        return jit(twin, **{k: v for k, v in dispatcher.targetoptions.items()
+                            if k == "inline"})
+
+    forward = copy(_forward_op, {"_graph_forward": mp.graph_forward})
+    backward = copy(_backward_op, {"_graph_backward": mp.graph_backward})
+    replay_g = copy(replay, {"_forward_op": forward, "_backward_op": backward})
+    return copy(execute, {"replay": replay_g})
+
+
+class _LazyGraphBuild:
+    """``execute_graph``: built (and compiled or loaded from cache) on first use."""
+
+    _build = None
+
+    def __call__(self, *args):
+        if _LazyGraphBuild._build is None:
+            _LazyGraphBuild._build = _graph_build()
+        return _LazyGraphBuild._build(*args)
+
+
+execute_graph = _LazyGraphBuild()

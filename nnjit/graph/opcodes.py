@@ -61,6 +61,27 @@ class Opcode(IntEnum):
     # Escape hatch: a Python op (nnjit.Op). aux0: its index; the compiled loop yields to Python.
     PYTHON_OP = 60
 
+    # Graph ops (message passing over a CSR grouped by target; see nnjit/graph/graph_ops.py).
+    # aux0 of each: which CSR of the program's graph data (GRAPH_RAW, GRAPH_LOOPS, ...). Edge
+    # slots hold one row per edge of that CSR, in its order. Only the interpreter's graph build
+    # compiles these, so models without graph ops never pay their compile time.
+    SPMM = 70  # in0 x (N, H*C), in1 edge weights (E, H) or -1, in2 bias (1, H*C) or -1 -> (N, H*C)
+    EDGE_WEIGHTS = 71  # no input -> (E, 1) weights; aux1: EDGE_WEIGHTS_GCN or EDGE_WEIGHTS_MEAN
+    SCATTER_MAX = 72  # in0 x (N, F), in1 argmax slot (N, F), no gradient -> (N, F)
+    SEGMENT_SOFTMAX = 73  # in0 scores (E, H) -> (E, H), softmax over each target's edges
+    HEAD_DOT = 74  # in0 x (N, H*C), in1 att (1, H*C) -> (N, H)
+    EDGE_GATHER_ADD = 75  # in0 a_src (N, H), in1 a_dst (N, H) -> (E, H): a_src[src] + a_dst[dst]
+    CSR_DENSE = 76  # in0 nonzeros (nnz, 1), in1 W (O, F), in2 bias (1, O) or -1 -> (N, O)
+    HEAD_MEAN = 77  # in0 x (N, H*C), in1 bias (1, C) or -1 -> (N, C), mean over heads; aux1: H
+
+
+GRAPH_FIRST = Opcode.SPMM
+GRAPH_LAST = Opcode.HEAD_MEAN
+GRAPH_OPCODES = frozenset(op for op in Opcode if GRAPH_FIRST <= op <= GRAPH_LAST)
+
+# aux0 of graph ops: which CSR they read (the graph data's table, see nnjit/graph/graph_data.py).
+GRAPH_RAW, GRAPH_LOOPS, GRAPH_FEATURES = 0, 1, 2
+EDGE_WEIGHTS_GCN, EDGE_WEIGHTS_MEAN = 0, 1
 
 LOSS_OPCODES = frozenset({Opcode.SOFTMAX_CE, Opcode.MSE, Opcode.BCE_WITH_LOGITS})
 CLASSIFICATION_LOSSES = frozenset({Opcode.SOFTMAX_CE, Opcode.BCE_WITH_LOGITS})
@@ -154,6 +175,16 @@ SPECS: dict[Opcode, OpSpec] = {
             lambda z, t: np.mean(np.logaddexp(0.0, z) - z * t),
         ),
         OpSpec(Opcode.PYTHON_OP, 0, None, differentiable=True),
+        # Graph ops need a graph: tests/graph/test_graph_ops.py checks them through the
+        # interpreter against NumPy references and finite differences.
+        OpSpec(Opcode.SPMM, 3, None),
+        OpSpec(Opcode.EDGE_WEIGHTS, 0, None, differentiable=False),
+        OpSpec(Opcode.SCATTER_MAX, 1, None),
+        OpSpec(Opcode.SEGMENT_SOFTMAX, 1, None),
+        OpSpec(Opcode.HEAD_DOT, 2, None),
+        OpSpec(Opcode.EDGE_GATHER_ADD, 2, None),
+        OpSpec(Opcode.CSR_DENSE, 3, None),
+        OpSpec(Opcode.HEAD_MEAN, 2, None),
     ]
 }
 

@@ -7,10 +7,10 @@ import numpy as np
 from nnjit.graph import interpreter as it
 from nnjit.graph import status as st
 from nnjit.graph.arena import S_COLS, S_FLAGS, S_OFFSET, S_ROWS, SLOT_BATCH, layout
-from nnjit.graph.opcodes import CLASSIFICATION_LOSSES, Opcode
+from nnjit.graph.graph_data import no_graph
+from nnjit.graph.opcodes import CLASSIFICATION_LOSSES, GRAPH_OPCODES, Opcode
 from nnjit.graph.tape import SlotSpec, Tape, Tensor
 from nnjit.kernels.rng import seed_state
-
 
 _NO_BATCH_LOG = np.zeros((0, len(it.BATCH_COLUMNS)), dtype=np.float64)
 
@@ -57,6 +57,15 @@ class Program:
         self.current_rows = self.max_batch
         self.rng = seed_state(seed)
         self.param_slots = dict(tape.param_slots)
+        self.graph = tape.graph
+        has_graph_ops = any(n.opcode in GRAPH_OPCODES for n in tape.nodes)
+        if has_graph_ops and tape.graph is None:
+            raise ValueError("graph ops were recorded without a graph (trace the model with one)")
+        self.gdata = tape.graph.gdata if tape.graph is not None else no_graph()
+        self._execute = it.execute_graph if has_graph_ops else it.execute
+        for slot, init in tape.constants.items():  # data the ops read: sparse feature values
+            off, rows, cols = (int(v) for v in self.slots[slot, [S_OFFSET, S_ROWS, S_COLS]])
+            self.values[off : off + rows * cols] = np.asarray(init, self.dtype).ravel()
         tape.program = self
 
     # -- views ---------------------------------------------------------------------------------
@@ -107,10 +116,10 @@ class Program:
         Raises on divergence.
         """
         while True:
-            status, where = it.execute(
+            status, where = self._execute(
                 task, self.records, self.slots, self.hyper, self.values, self.grads,
                 self.rng, self.layout, *data, *training, state, best, history,
-                _NO_BATCH_LOG if batch_log is None else batch_log, out,
+                _NO_BATCH_LOG if batch_log is None else batch_log, out, self.gdata,
             )
             if status == st.YIELD_FORWARD or status == st.YIELD_BACKWARD:
                 self._run_python_op(status, int(where), state)

@@ -65,7 +65,13 @@ class Node:
     accumulate: list[bool] = field(default_factory=list)
 
 
-class Tensor:
+class Symbolic:
+    """Anything a module's ``forward`` may receive while tracing (it has a ``tape``)."""
+
+    __slots__ = ()
+
+
+class Tensor(Symbolic):
     """A symbolic tensor: a slot on a tape.
 
     While tracing only ``shape`` is meaningful. Once the tape is compiled, ``data`` and ``grad``
@@ -144,6 +150,8 @@ class Tape:
         self._param_ids: dict[int, int] = {}
         self.owners: list[str] = []  # module paths being called, innermost last
         self.program = None  # set by Program once laid out
+        self.graph = None  # the Edges handle of a graph model (nnjit.graph.edges)
+        self.constants: dict[int, np.ndarray] = {}  # slot -> values written after layout
 
     # -- context -------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -187,6 +195,14 @@ class Tape:
         """A batch-sized data slot (no gradient)."""
         return self._new_slot(SlotSpec(BatchDim(self.max_batch), int(cols), batch=True, name=name))
 
+    def constant(self, values: np.ndarray, name: str) -> Tensor:
+        """A fixed-size slot holding ``values`` (rows, cols), written once after layout."""
+        values = np.asarray(values)
+        values = values.reshape(len(values), -1) if values.ndim != 2 else values
+        t = self._new_slot(SlotSpec(values.shape[0], values.shape[1], name=name))
+        self.constants[t.slot] = values
+        return t
+
     def alloc_tensor(self, rows: int, cols: int, requires_grad: bool = False) -> Tensor:
         """Allocate an output slot for a Python op (the inspiring engine's API).
 
@@ -216,11 +232,12 @@ class Tape:
         (e.g. the dropout mask) placed after the differentiable inputs.
         """
         for t in list(inputs) + list(extra_inputs):
-            if t.tape is not self:
+            if t is not None and t.tape is not self:
                 raise ValueError(f"{opcode.name}: input {t} belongs to another tape")
         spec = SPECS[opcode]
         if out_requires_grad is None:
-            out_requires_grad = spec.differentiable and any(t.requires_grad for t in inputs)
+            out_requires_grad = spec.differentiable and any(
+                t is not None and t.requires_grad for t in inputs)
         batch = isinstance(out_rows, BatchDim)
         out = self._new_slot(
             SlotSpec(int(out_rows), int(out_cols), batch=batch, requires_grad=out_requires_grad,
@@ -234,12 +251,13 @@ class Tape:
         aux_values += [-1] * (3 - len(aux_values))
         node = Node(
             opcode=opcode,
-            inputs=[t.slot for t in inputs] + [t.slot for t in extra_inputs],
+            inputs=[-1 if t is None else t.slot for t in inputs] + [t.slot for t in extra_inputs],
             out=out.slot,
             aux=aux_values,
             owner=self.current_owner,
         )
-        node.needs_grad = [spec.differentiable and t.requires_grad for t in inputs] + [
+        node.needs_grad = [spec.differentiable and t is not None and t.requires_grad
+                           for t in inputs] + [
             False for _ in extra_inputs
         ]
         self.nodes.append(node)
@@ -263,9 +281,13 @@ class Tape:
         inputs = [x, weight] + ([bias] if bias is not None else [])
         return self.record(Opcode.DENSE, inputs, x.rows, weight.rows)
 
+    def _new_slot_like(self, x: Tensor, name: str) -> Tensor:
+        """A slot of x's shape (batch rows if x has them), without gradient."""
+        return self._new_slot(SlotSpec(x.rows, x.cols, batch=x.spec.batch, name=name))
+
     def dropout(self, x: Tensor, p: float) -> Tensor:
         """Inverted dropout with a mask slot drawn from the model's RNG in training mode."""
-        mask = self._new_slot(SlotSpec(x.rows, x.cols, batch=x.spec.batch, name="dropout.mask"))
+        mask = self._new_slot_like(x, "dropout.mask")
         return self.record(Opcode.DROPOUT, [x], x.rows, x.cols, hyper=(p,), extra_inputs=[mask])
 
     def loss(self, opcode: Opcode, prediction: Tensor, target: Tensor, aux: tuple = ()) -> Tensor:

@@ -28,6 +28,7 @@ _sgd, _adam, _rmsprop = (_inlined(ko.sgd_update), _inlined(ko.adam_update),
                          _inlined(ko.rmsprop_update))
 _softmax_ce, _mse, _bce = (_inlined(kl.softmax_ce), _inlined(kl.mse),
                            _inlined(kl.bce_with_logits))
+_counted_rows = _inlined(kl.counted_rows)
 
 
 @jit
@@ -50,14 +51,20 @@ def optimizer_step(kind, params, grads, opt_state, opt_hyper, lr, step):
 
 @jit
 def loss_and_seed(kind, pred, target, dpred, target_is_index, write_grad):
-    """(loss_sum, n_correct) of ``pred`` (B, K) against ``target``; writes the gradient seed
-    into ``dpred`` when ``write_grad`` (mean over the batch, over all elements for MSE/BCE)."""
+    """(loss_sum, n_correct, n_counted) of ``pred`` (B, K) against ``target``; writes the
+    gradient seed into ``dpred`` when ``write_grad`` (mean over the counted rows, over all their
+    elements for MSE/BCE). Class-index rows below 0 are ignored (a graph's unmasked nodes)."""
     rows = pred.shape[0]
     if kind == LOSS_SOFTMAX_CE:
-        return _softmax_ce(pred, target, dpred, target_is_index, 1.0 / rows, write_grad)
+        counted = _counted_rows(target) if target_is_index else rows
+        loss, correct = _softmax_ce(pred, target, dpred, target_is_index, 1.0 / max(counted, 1),
+                                    write_grad)
+        return loss, correct, counted
     if kind == LOSS_MSE:
-        return _mse(pred, target, dpred, 1.0 / (rows * pred.shape[1]), write_grad)
-    return _bce(pred, target, dpred, 1.0 / (rows * pred.shape[1]), write_grad)
+        loss, correct = _mse(pred, target, dpred, 1.0 / (rows * pred.shape[1]), write_grad)
+    else:
+        loss, correct = _bce(pred, target, dpred, 1.0 / (rows * pred.shape[1]), write_grad)
+    return loss, correct, rows
 
 
 # -- activations (the opcodes RELU..GELU are contiguous) ----------------------------------

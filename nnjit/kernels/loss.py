@@ -47,6 +47,8 @@ def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad)
 
     logits: (b, k); targets: (b, 1) class indices stored as floats if ``target_is_index``, else
     (b, k) one-hot or probabilities; dlogits: (b, k) written if ``write_grad``.
+    A negative class index marks a row to ignore (PyTorch's ``ignore_index``, used for the nodes
+    outside a graph's mask): it adds nothing to the sums and gets a zero gradient row.
     Returns (loss_sum: float64, n_correct: int64), n_correct counting rows whose logits argmax
     equals the target class (argmax of the target row for probability targets).
     """
@@ -57,6 +59,11 @@ def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad)
     loss_sum = 0.0
     n_correct = 0
     for i in range(b):
+        if target_is_index and targets[i, 0] < zero:
+            if write_grad:
+                for j in range(k):
+                    dlogits[i, j] = zero
+            continue
         m, pred = _row_max_argmax(logits, i)
         s = _row_sum_exp(logits, i, m)
         # log-sum-exp with the max taken out: exp never overflows, log(s) >= 0.
@@ -81,6 +88,17 @@ def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad)
                     t = targets[i, j]
                 dlogits[i, j] = (math.exp(logits[i, j] - m) * inv_s - t) * scale
     return loss_sum, n_correct
+
+
+@jit
+def counted_rows(targets):
+    """Rows of class-index ``targets`` (b, 1) that are not ignored (index >= 0)."""
+    n = 0
+    zero = targets.dtype.type(0.0)
+    for i in range(targets.shape[0]):
+        if targets[i, 0] >= zero:
+            n += 1
+    return n
 
 
 @jit

@@ -10,6 +10,10 @@ from nnjit.nn.activation import Sigmoid as Sigmoid
 from nnjit.nn.activation import Softplus as Softplus
 from nnjit.nn.activation import Tanh as Tanh
 from nnjit.nn.dropout import Dropout as Dropout
+from nnjit.nn.gnn import GATConv as GATConv
+from nnjit.nn.gnn import GCNConv as GCNConv
+from nnjit.nn.gnn import MessagePassing as MessagePassing
+from nnjit.nn.gnn import SAGEConv as SAGEConv
 from nnjit.nn.linear import Linear as Linear
 from nnjit.nn.module import Module as Module
 from nnjit.nn.op import Op as Op

@@ -45,5 +45,7 @@ def gelu(x: Tensor) -> Tensor:
 
 
 def dropout(x: Tensor, p: float = 0.5) -> Tensor:
-    """Inverted dropout: active in training batches only."""
+    """Inverted dropout: active in training batches only (on the non-zeros of sparse features)."""
+    if hasattr(x, "nonzeros"):  # nnjit.graph.edges.SparseFeatures
+        return x.dropout(p)
     return x.tape.dropout(x, p)

@@ -55,16 +55,27 @@ class Linear(Module):
         self.bias = Parameter(b.astype(DEFAULT_DTYPE)) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
+        from nnjit.graph.edges import SparseFeatures
+
+        if isinstance(x, SparseFeatures):  # a graph's bag-of-words features: X @ W.T + b
+            if x.cols != self.in_features:
+                raise ValueError(f"Linear '{self._path or 'Linear'}': expected input with "
+                                 f"{self.in_features} features, got sparse features of shape "
+                                 f"{x.shape}")
+            return x.dense(*self.tensors(x.tape))
         if x.cols != self.in_features:
             raise ValueError(
                 f"Linear '{self._path or 'Linear'}': expected input with {self.in_features} "
                 f"features, got {'array' if x.spec.batch else 'tensor'} of shape "
                 f"({int(x.rows)}, {x.cols})"
             )
-        tape = x.tape
+        return x.tape.dense(x, *self.tensors(x.tape))
+
+    def tensors(self, tape) -> tuple[Tensor, Tensor | None]:
+        """The (weight, bias) slots on ``tape`` (bias None when the layer has none)."""
         w = tape.parameter(self.weight, self._param_name("weight"))
         b = tape.parameter(self.bias, self._param_name("bias")) if self.bias is not None else None
-        return tape.dense(x, w, b)
+        return w, b
 
     def _param_name(self, name: str) -> str:
         return f"{self._path}.{name}" if self._path else name

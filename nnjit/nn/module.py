@@ -14,7 +14,7 @@ from typing import Iterator
 
 import numpy as np
 
-from nnjit.graph.tape import Tape, Tensor, current_tape
+from nnjit.graph.tape import Symbolic, Tape, current_tape
 from nnjit.nn.parameter import Parameter
 
 MSG_NO_SUPER_INIT = (
@@ -176,9 +176,9 @@ class Module:
             tape, args = args[0], args[1:]
         else:
             tape = current_tape()
-        if tape is None and args and isinstance(args[0], Tensor):
+        if tape is None and args and isinstance(args[0], Symbolic):
             tape = args[0].tape
-        if tape is None or not all(isinstance(a, Tensor) for a in args):
+        if tape is None or not all(isinstance(a, Symbolic) for a in args):
             self._check_init()
             raise TypeError(
                 f"{type(self).__name__} is called on symbolic tensors while a trainer traces "

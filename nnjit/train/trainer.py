@@ -84,6 +84,8 @@ class Trainer:
         self._perm: np.ndarray | None = None
         self._pending_rng: np.ndarray | None = None
         self.stop_training = False  # a callback may set it to stop after the current epoch
+        self._graph = None  # GraphStructure of the graph being trained on (graph models)
+        self._graph_of = None  # the Graph it was built from
 
     # -- compilation -----------------------------------------------------------------------------
     def _trace(self, n_features: int, max_batch: int):
@@ -99,9 +101,18 @@ class Trainer:
                     self._named_params.append((f"{path}.{name}" if path else name, p))
         for name, p in self._named_params:
             tape.parameter(p, name)
-        x = tape.input(n_features, "input")
-        with tape.recording():
-            out = self.model(x)
+        if self._graph is not None:
+            from nnjit.graph.edges import graph_inputs
+
+            x, features, edges = graph_inputs(tape, self._graph, n_features)
+            if x is None:  # sparse features: the batch input is an empty placeholder
+                x = tape.input(0, "input")
+            with tape.recording():
+                out = self.model(features, edges)
+        else:
+            x = tape.input(n_features, "input")
+            with tape.recording():
+                out = self.model(x)
         if not isinstance(out, Tensor) or out.tape is not tape:
             raise TypeError(f"{type(self.model).__name__}.forward must return the output tensor "
                             f"of its last layer, got {type(out).__name__}")
@@ -123,7 +134,8 @@ class Trainer:
             program.target_cols if program is not None else (1 if self.loss.is_classification
                                                              and n_outputs > 1 else n_outputs))
         if program is not None and (program.target_cols != target_cols
-                                    or program.max_batch < max_batch):
+                                    or program.max_batch < max_batch
+                                    or program.graph is not self._graph):
             tape = None
             program = None
         if program is None:
@@ -167,7 +179,42 @@ class Trainer:
         self.model._trainer = self
 
     # -- data ------------------------------------------------------------------------------------
+    @staticmethod
+    def _graph_arg(data, val, where: str):
+        """The Graph ``data`` is (or None); a graph's validation must be a mask of the same one."""
+        from nnjit.data.full_batch import FullBatch
+        from nnjit.data.graph import Graph
+
+        if not isinstance(data, Graph):
+            if isinstance(val, (Graph, FullBatch)):
+                raise ValueError(f"{where}: graph validation data needs graph training data")
+            return None
+        if isinstance(val, FullBatch):
+            if val.graph is not data:
+                raise ValueError(f"{where}: the validation mask must be on the training graph")
+        elif val is not None:
+            raise ValueError(f"{where}: for a graph, pass val=FullBatch(graph, mask) or leave it "
+                             f"out (the graph's val_mask), got {type(val).__name__}")
+        return data
+
+    def _use_graph(self, graph) -> None:
+        """Trace graph models on ``graph`` (a :class:`nnjit.data.graph.Graph`), or None."""
+        if graph is None:
+            self._graph = self._graph_of = None
+        elif graph is not self._graph_of:
+            from nnjit.graph.edges import GraphStructure
+
+            self._graph = GraphStructure(graph.edge_index, graph.num_nodes,
+                                         graph.x if graph.is_sparse else None)
+            self._graph_of = graph
+
     def _as_loader(self, data, y, where: str, batch_size=None) -> DataLoader:
+        from nnjit.data.full_batch import FullBatch
+        from nnjit.data.graph import Graph
+
+        if isinstance(data, Graph):  # full batch; y names the mask the loss counts
+            return FullBatch(data, y if y is not None else (
+                "train" if data.train_mask is not None else None))
         if isinstance(data, DataLoader):
             if y is not None:
                 raise ValueError(f"{where}: pass targets inside the DataLoader, not as y")
@@ -232,6 +279,11 @@ class Trainer:
         if val is not None and val_dataloader is not None:
             raise ValueError("fit: pass val or val_dataloader, not both")
         val = val if val is not None else val_dataloader
+        graph = self._graph_arg(train, val, "fit")
+        if graph is not None and val is None and graph.val_mask is not None:
+            from nnjit.data.full_batch import FullBatch
+
+            val = FullBatch(graph, "val")  # validate on the graph's own val mask
         if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
             raise ValueError(f"fit: epochs must be an int >= 1, got {epochs!r}")
         tol = float(tol)
@@ -269,6 +321,7 @@ class Trainer:
                             f"{type(scheduler).__name__}")
 
         train = self._as_loader(train, None, "fit: train")
+        self._use_graph(graph)
         # Validation given as arrays runs in batches no larger than needed (the arena is laid
         # out for the largest batch, so 256 rows for 12 validation rows would only cost memory).
         val_loader = None if val is None else self._as_loader(
@@ -440,6 +493,22 @@ class Trainer:
             raise RuntimeError(f"Trainer.{what}() called before fit(): the model is not compiled "
                                "or trained yet; call fit() first")
 
+    def _graph_features(self, data, what: str):
+        """For a Graph (or its FullBatch): trace on it if needed and return the batch input;
+        None for other data."""
+        from nnjit.data.full_batch import FullBatch
+        from nnjit.data.graph import Graph
+
+        if isinstance(data, Graph):
+            data = FullBatch(data)
+        if not isinstance(data, FullBatch):
+            return None
+        self._require_fitted(what)
+        self._use_graph(data.graph)
+        X = data.features(self.dtype)
+        self._compile(X, None, data.batch_size, what)
+        return X
+
     def _check_X(self, X, what: str) -> np.ndarray:
         self._require_fitted(what)
         X = check_features(X, f"{what}: X")
@@ -473,7 +542,8 @@ class Trainer:
 
     def predict_outputs(self, X) -> np.ndarray:
         """Raw network outputs ``(N, out_features)`` (logits for classification losses)."""
-        X = self._check_X(X, "predict")
+        graph_x = self._graph_features(X, "predict")
+        X = graph_x if graph_x is not None else self._check_X(X, "predict")
         out = np.empty((len(X), self.program.output_cols), dtype=self.dtype)
         self._run_simple(it.TASK_PREDICT, X, self._empty(self.program.target_cols), out)
         return out
@@ -505,7 +575,8 @@ class Trainer:
         """Mean loss (and accuracy for classification) on a DataLoader or ``(X, y)``."""
         self._require_fitted("evaluate")
         loader = self._as_loader(data, y, "evaluate")
-        X = self._check_X(loader.X, "evaluate")
+        graph_x = self._graph_features(loader, "evaluate")
+        X = graph_x if graph_x is not None else self._check_X(loader.X, "evaluate")
         Y = loader.targets(self.loss, self.program.output_cols, self.dtype)
         if Y.shape[1] != self.program.target_cols:
             raise ValueError(f"evaluate: y has {Y.shape[1]} columns, the model was trained with "

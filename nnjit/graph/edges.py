@@ -1,0 +1,192 @@
+"""What a graph model's ``forward(self, x, edges)`` receives while it is traced.
+
+:class:`Edges` stands for the graph's structure: message-passing layers record graph ops on it
+(:meth:`Edges.propagate`, :meth:`Edges.max_aggregate`, ...). :class:`SparseFeatures` stands for a
+bag-of-words feature matrix kept in CSR form; :class:`nnjit.nn.Linear` and the conv layers turn
+it into a dense ``(N, out)`` tensor with one sparse-times-dense op, and :class:`nnjit.nn.Dropout`
+drops its non-zeros. :class:`GraphStructure` holds the CSR arrays of one graph and packs them for
+compiled code (:mod:`nnjit.graph.graph_data`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from nnjit.graph import graph_data as gd
+from nnjit.graph.opcodes import (
+    EDGE_WEIGHTS_GCN,
+    EDGE_WEIGHTS_MEAN,
+    GRAPH_FEATURES,
+    GRAPH_LOOPS,
+    GRAPH_RAW,
+    Opcode,
+)
+from nnjit.graph.tape import BatchDim, Symbolic, Tape, Tensor
+
+WEIGHT_KINDS = {"gcn": EDGE_WEIGHTS_GCN, "mean": EDGE_WEIGHTS_MEAN}
+
+
+class GraphStructure:
+    """The CSRs (grouped by target) of one graph, and their packed int64 form ``gdata``.
+
+    Args:
+        edge_index: int64 (2, E), validated (see :class:`nnjit.data.graph.Graph`).
+        num_nodes: N.
+        features: a scipy CSR feature matrix, or None for dense features.
+    """
+
+    def __init__(self, edge_index: np.ndarray, num_nodes: int, features=None):
+        from nnjit.data.graph import to_csr
+
+        self.num_nodes = int(num_nodes)
+        indptr, src, _ = to_csr(edge_index, self.num_nodes)
+        no_loops = edge_index[:, edge_index[0] != edge_index[1]]
+        loops = np.arange(self.num_nodes, dtype=np.int64)
+        with_loops = np.concatenate([no_loops, np.stack([loops, loops])], axis=1)
+        lp, ls, _ = to_csr(with_loops, self.num_nodes)
+        csrs = {GRAPH_RAW: (indptr, src), GRAPH_LOOPS: (lp, ls)}
+        self.features = None
+        if features is not None:
+            f = sp.csr_matrix(features)
+            csrs[GRAPH_FEATURES] = (f.indptr.astype(np.int64), f.indices.astype(np.int64))
+            self.features = f
+        self.num_edges = {k: len(v[1]) for k, v in csrs.items()}
+        self.gdata = gd.pack(self.num_nodes, csrs)
+
+
+class SparseFeatures(Symbolic):
+    """A symbolic (N, F) sparse feature matrix: its non-zeros live in a (nnz, 1) slot."""
+
+    def __init__(self, nonzeros: Tensor, rows: int, cols: int):
+        self.nonzeros = nonzeros
+        self.tape: Tape = nonzeros.tape
+        self._rows = rows
+        self._cols = cols
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    @property
+    def cols(self) -> int:
+        return self._cols
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self._rows, self._cols)
+
+    @property
+    def requires_grad(self) -> bool:
+        return False
+
+    def dense(self, weight: Tensor, bias: Tensor | None) -> Tensor:
+        """``X @ weight.T + bias`` as a dense (N, out) tensor (one sparse-times-dense op)."""
+        return self.tape.record(Opcode.CSR_DENSE, [self.nonzeros, weight, bias], self._rows,
+                                weight.rows, aux=(GRAPH_FEATURES,))
+
+    def dropout(self, p: float) -> SparseFeatures:
+        """Dropout on the non-zeros (the zeros stay zero): as dropout on the dense matrix."""
+        return SparseFeatures(self.tape.dropout(self.nonzeros, p), self._rows, self._cols)
+
+    def __repr__(self) -> str:
+        return f"SparseFeatures(shape={self.shape}, nnz={self.nonzeros.rows})"
+
+
+class Edges(Symbolic):
+    """The graph's edges during tracing: message-passing layers record their ops here.
+
+    ``csr`` arguments pick the edge set: ``"raw"`` (the graph's edges) or ``"loops"`` (without
+    its self loops, plus exactly one per node: GCN's and GAT's :math:`A + I`).
+    """
+
+    CSRS = {"raw": GRAPH_RAW, "loops": GRAPH_LOOPS}
+
+    def __init__(self, tape: Tape, structure: GraphStructure):
+        self.tape = tape
+        self.structure = structure
+        self._weights: dict[tuple[int, int], Tensor] = {}
+
+    @property
+    def num_nodes(self) -> int:
+        return self.structure.num_nodes
+
+    def _csr(self, csr: str) -> int:
+        if csr not in self.CSRS:
+            raise ValueError(f"unknown edge set {csr!r}; valid: {', '.join(self.CSRS)}")
+        return self.CSRS[csr]
+
+    def num_edges(self, csr: str = "raw") -> int:
+        return self.structure.num_edges[self._csr(csr)]
+
+    def _check_nodes(self, x: Tensor, where: str) -> None:
+        if int(x.rows) != self.num_nodes:
+            raise ValueError(f"{where}: expected node features with {self.num_nodes} rows (one "
+                             f"per node), got shape ({int(x.rows)}, {x.cols})")
+
+    def weights(self, kind: str, csr: str = "raw") -> Tensor:
+        """Edge weights (E, 1) of ``kind`` ``"gcn"`` (symmetric normalisation, for ``"loops"``)
+        or ``"mean"`` (1 / in-degree), recorded once per tape and shared by every layer."""
+        key = (WEIGHT_KINDS[kind], self._csr(csr))
+        if key not in self._weights:
+            self._weights[key] = self.tape.record(
+                Opcode.EDGE_WEIGHTS, [], self.num_edges(csr), 1, aux=(key[1], key[0]),
+                out_requires_grad=False)
+        return self._weights[key]
+
+    def propagate(self, x: Tensor, csr: str = "raw", weights: Tensor | None = None,
+                  bias: Tensor | None = None) -> Tensor:
+        """``out[i] = sum over edges j -> i of weights[e] * x[j] (+ bias)``, per head when
+        ``weights`` is (E, H) and x is (N, H * C); unit weights when None."""
+        where = self.tape.current_owner or "propagate"
+        self._check_nodes(x, where)
+        k = self._csr(csr)
+        if weights is not None and (weights.rows != self.num_edges(csr)
+                                    or x.cols % weights.cols):
+            raise ValueError(f"{where}: edge weights of shape {weights.shape} do not fit "
+                             f"{self.num_edges(csr)} edges and {x.cols} feature columns")
+        return self.tape.record(Opcode.SPMM, [x, weights, bias], x.rows, x.cols, aux=(k,))
+
+    def max_aggregate(self, x: Tensor, csr: str = "raw") -> Tensor:
+        """``out[i] = max over edges j -> i of x[j]`` per column (0 without incoming edges)."""
+        self._check_nodes(x, self.tape.current_owner or "max_aggregate")
+        arg = self.tape._new_slot_like(x, "max.argmax")
+        return self.tape.record(Opcode.SCATTER_MAX, [x], x.rows, x.cols, aux=(self._csr(csr),),
+                                extra_inputs=[arg])
+
+    def gather_add(self, a_src: Tensor, a_dst: Tensor, csr: str = "raw") -> Tensor:
+        """Per edge j -> i: ``a_src[j] + a_dst[i]`` (E, H)."""
+        return self.tape.record(Opcode.EDGE_GATHER_ADD, [a_src, a_dst], self.num_edges(csr),
+                                a_src.cols, aux=(self._csr(csr),))
+
+    def softmax(self, scores: Tensor, csr: str = "raw") -> Tensor:
+        """Softmax of (E, H) edge scores over each node's incoming edges, per head."""
+        return self.tape.record(Opcode.SEGMENT_SOFTMAX, [scores], scores.rows, scores.cols,
+                                aux=(self._csr(csr),))
+
+    def __repr__(self) -> str:
+        return f"Edges(num_nodes={self.num_nodes}, num_edges={self.num_edges()})"
+
+
+def head_dot(x: Tensor, att: Tensor, heads: int) -> Tensor:
+    """(N, H): per head h, the dot product of x's columns h*C:(h+1)*C with att's."""
+    return x.tape.record(Opcode.HEAD_DOT, [x, att], x.rows, heads, aux=(GRAPH_RAW,))
+
+
+def head_mean(x: Tensor, heads: int, bias: Tensor | None = None) -> Tensor:
+    """(N, C): the mean of x's H column blocks of width C (plus ``bias`` (1, C))."""
+    return x.tape.record(Opcode.HEAD_MEAN, [x, bias], x.rows, x.cols // heads,
+                         aux=(GRAPH_RAW, heads))
+
+
+def graph_inputs(tape: Tape, structure: GraphStructure, n_features: int):
+    """The (x, edges) a graph model is traced with; dense x is the tape's batch input."""
+    edges = Edges(tape, structure)
+    tape.graph = structure
+    if structure.features is not None:
+        f = structure.features
+        nonzeros = tape.constant(f.data.reshape(-1, 1), "features.nonzeros")
+        x = SparseFeatures(nonzeros, BatchDim(structure.num_nodes), f.shape[1])
+        return None, x, edges
+    x = tape.input(n_features, "input")
+    return x, x, edges

@@ -1,0 +1,19 @@
+"""Views of one arena slot for compiled code: the current batch's rows for batch slots."""
+
+from nnjit.graph.arena import S_COLS, S_FLAGS, S_OFFSET, S_ROWS, SLOT_BATCH
+from nnjit.kernels._jit import jit
+from nnjit.kernels.views import view1d, view2d
+
+
+@jit
+def slot_view(buf, slots, s, batch_rows):
+    """2-D view of slot ``s`` in ``buf`` with the current batch's row count for batch slots."""
+    rows = batch_rows if slots[s, S_FLAGS] & SLOT_BATCH else slots[s, S_ROWS]
+    return view2d(buf, slots[s, S_OFFSET], rows, slots[s, S_COLS])
+
+
+@jit
+def slot_flat(buf, slots, s, batch_rows):
+    """1-D view of slot ``s`` in ``buf``."""
+    rows = batch_rows if slots[s, S_FLAGS] & SLOT_BATCH else slots[s, S_ROWS]
+    return view1d(buf, slots[s, S_OFFSET], rows * slots[s, S_COLS])
