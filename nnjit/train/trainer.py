@@ -588,13 +588,21 @@ class Trainer:
             result["accuracy"] = state[it.ST_VAL_CORRECT] / n
         return result
 
-    def gradients(self, X, y) -> dict[str, np.ndarray]:
+    def gradients(self, X, y=None) -> dict[str, np.ndarray]:
         """Loss gradients of every parameter on ``(X, y)`` as one batch (no update).
 
         Dropout is active (training mode). Returns copies keyed by dotted parameter name.
         """
-        X = check_features(X, "gradients: X")
-        loader = DataLoader(X, y, batch_size=len(X), shuffle=False)
+        from nnjit.data.full_batch import FullBatch
+        from nnjit.data.graph import Graph
+
+        if isinstance(X, Graph):  # y: the mask whose nodes the loss counts (default: all)
+            loader = FullBatch(X, y)
+            self._use_graph(X)
+        else:
+            X = check_features(X, "gradients: X")
+            loader = DataLoader(X, y, batch_size=len(X), shuffle=False)
+            self._use_graph(None)
         Xa = loader.features(self.dtype)
         Y = self._compile(Xa, lambda k: loader.targets(self.loss, k, self.dtype), len(Xa),
                           "gradients")
@@ -604,7 +612,7 @@ class Trainer:
             self.program.run(it.TASK_GRADIENT, (Xa, Y, Xa, Y, np.arange(len(Xa))),
                              self._no_training(self._cfg), state, self._best, np.zeros((1, 7)),
                              self._empty(1))
-        self.last_loss_ = state[it.ST_BATCH_LOSS] / len(Xa)
+        self.last_loss_ = state[it.ST_BATCH_LOSS] / max(state[it.ST_BATCH_COUNT], 1.0)
         return {n: np.array(p.grad, copy=True) for n, p in self.model.named_parameters()}
 
     # -- checkpoints -----------------------------------------------------------------------------

@@ -1,0 +1,192 @@
+"""Graph layers: NumPy references, finite-difference gradients through the interpreter, PyG."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import nnjit as nn
+from nnjit.nn import functional as F
+from tests.gnn.graphs import gat_reference, gcn_reference, sage_reference, small_graphs
+from tests.helpers import finite_difference_gradients
+
+SETTINGS = settings(max_examples=15, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+class OneLayer(nn.Module):
+    def __init__(self, layer):
+        super().__init__()
+        self.conv = layer
+
+    def forward(self, x, edges):
+        return self.conv(x, edges)
+
+
+class TwoLayers(nn.Module):
+    """layer -> tanh -> layer2: gradients flow through every graph op of the first layer."""
+
+    def __init__(self, layer, layer2):
+        super().__init__()
+        self.conv = layer
+        self.conv2 = layer2
+
+    def forward(self, x, edges):
+        return self.conv2(F.tanh(self.conv(x, edges)), edges)
+
+
+def make_layer(kind, f_in, f_out, heads=2):
+    if kind == "gcn":
+        return nn.GCNConv(f_in, f_out)
+    if kind.startswith("sage"):
+        return nn.SAGEConv(f_in, f_out, aggr=kind.split("_")[1])
+    if kind == "gat_concat":
+        return nn.GATConv(f_in, f_out, heads=heads)
+    return nn.GATConv(f_in, f_out, heads=heads, concat=False)
+
+
+def reference(kind, layer, x, edge_index):
+    p = {k: v.astype(np.float64) for k, v in layer.state_dict().items()}
+    if kind == "gcn":
+        return gcn_reference(x, edge_index, p["lin.weight"], p["bias"])
+    if kind.startswith("sage"):
+        return sage_reference(x, edge_index, p["lin_l.weight"], p["lin_l.bias"],
+                              p["lin_r.weight"], kind.split("_")[1])
+    return gat_reference(x, edge_index, p["lin.weight"], p["att_src"], p["att_dst"], p["bias"],
+                         layer.heads, layer.concat)
+
+
+KINDS = ["gcn", "sage_mean", "sage_max", "sage_sum", "gat_concat", "gat_mean"]
+
+
+def randomize(model, seed):
+    """Non-zero biases and attention so every parameter matters."""
+    rng = np.random.default_rng(seed)
+    for _, p in model.named_parameters():
+        p.data[...] = rng.normal(scale=0.7, size=p.data.shape)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@SETTINGS
+@given(data=small_graphs(), f_out=st.integers(2, 3), seed=st.integers(0, 1000))
+def test_layer_output_equals_numpy_reference(kind, data, f_out, seed):
+    graph, classes = data
+    layer = make_layer(kind, graph.num_features, max(f_out, classes))
+    model = OneLayer(layer)
+    trainer = nn.Trainer(model, nn.SGD(lr=0.1), dtype=np.float64, seed=0)
+    trainer.gradients(graph)  # compile
+    randomize(model, seed)
+    out = trainer.predict_outputs(graph)
+    expected = reference(kind, layer, graph.x.astype(np.float64), graph.edge_index)
+    np.testing.assert_allclose(out, expected, rtol=1e-9, atol=1e-10)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@SETTINGS
+@given(data=small_graphs(max_nodes=5, max_edges=10), seed=st.integers(0, 1000))
+def test_layer_gradients_match_finite_differences(kind, data, seed):
+    graph, classes = data
+    f = graph.num_features
+    model = TwoLayers(make_layer(kind, f, 3), make_layer(kind, 3 * (2 if kind == "gat_concat"
+                                                                    else 1), classes, heads=1))
+    trainer = nn.Trainer(model, nn.SGD(lr=0.1), dtype=np.float64, seed=0)
+    trainer.gradients(graph)
+    randomize(model, seed)
+    grads = trainer.gradients(graph)
+    numeric = finite_difference_gradients(trainer, model, graph, None)
+    for name in grads:
+        np.testing.assert_allclose(grads[name], numeric[name], rtol=1e-5, atol=1e-7,
+                                   err_msg=f"{kind}: gradient of {name}")
+
+
+@SETTINGS
+@given(data=small_graphs(max_nodes=6, max_edges=12, features=5), seed=st.integers(0, 1000))
+def test_sparse_features_equal_dense_features(data, seed):
+    """CSR features (with dropout on the non-zeros off) give the dense model's outputs and
+    gradients."""
+    graph, classes = data
+    x = graph.x.copy()
+    x[np.abs(x) < 0.8] = 0.0
+    dense = nn.Graph.from_arrays(x, graph.edge_index, graph.y)
+    sparse = nn.Graph.from_arrays(sp.csr_matrix(x), graph.edge_index, graph.y)
+    results = []
+    for g in (dense, sparse):
+        nn.set_seed(seed)
+        model = TwoLayers(nn.GCNConv(5, 4), nn.SAGEConv(4, classes))
+        trainer = nn.Trainer(model, nn.SGD(lr=0.1), dtype=np.float64, seed=0)
+        results.append((trainer.gradients(g), trainer.predict_outputs(g)))
+    (g_dense, out_dense), (g_sparse, out_sparse) = results
+    np.testing.assert_allclose(out_sparse, out_dense, rtol=1e-10, atol=1e-12)
+    for name in g_dense:
+        np.testing.assert_allclose(g_sparse[name], g_dense[name], rtol=1e-9, atol=1e-12)
+
+
+def test_loss_and_accuracy_count_only_the_mask():
+    """The masked loss equals cross-entropy over the mask's nodes only."""
+    rng = np.random.default_rng(0)
+    n = 12
+    graph = nn.Graph.from_arrays(rng.normal(size=(n, 3)), rng.integers(0, n, (2, 30)),
+                                 rng.integers(0, 3, n), train_mask=np.arange(n) < 5,
+                                 val_mask=(np.arange(n) >= 5) & (np.arange(n) < 9))
+    model = OneLayer(nn.GCNConv(3, 3))
+    trainer = nn.Trainer(model, nn.SGD(lr=0.1), dtype=np.float64, seed=0)
+    trainer.gradients(graph)
+    logits = trainer.predict_outputs(graph)
+    for mask_name in ("train", "val"):
+        mask = getattr(graph, f"{mask_name}_mask")
+        z = logits[mask] - logits[mask].max(1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(1, keepdims=True))
+        expected = -logp[np.arange(mask.sum()), graph.y[mask]].mean()
+        result = trainer.evaluate(graph, mask_name)
+        assert result["loss"] == pytest.approx(expected, rel=1e-12)
+        assert result["accuracy"] == pytest.approx(
+            (logits[mask].argmax(1) == graph.y[mask]).mean())
+
+
+def test_bad_graph_inputs_raise_clearly():
+    graph = nn.Graph.from_arrays(np.zeros((4, 3)), [[0, 1], [1, 2]], [0, 1, 0, 1])
+    trainer = nn.Trainer(OneLayer(nn.GCNConv(5, 2)), seed=0)
+    with pytest.raises(ValueError, match="GCNConv 'conv': expected node features with 5 columns"):
+        trainer.fit(graph, epochs=1, verbose=0)
+    with pytest.raises(ValueError, match="unknown mask 'tset'"):
+        nn.FullBatch(graph, "tset")
+    with pytest.raises(ValueError, match="SAGEConv: unknown aggr 'median'"):
+        nn.SAGEConv(3, 2, aggr="median")
+    with pytest.raises(ValueError, match="GATConv: dropout must be in"):
+        nn.GATConv(3, 2, dropout=1.5)
+
+
+torch = pytest.importorskip("torch", reason="the parity extra (torch) is not installed")
+pyg = pytest.importorskip("torch_geometric", reason="the pyg extra is not installed")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_layer_output_equals_pyg(kind):
+    from torch_geometric import nn as pnn
+
+    rng = np.random.default_rng(1)
+    n, f_in, f_out = 30, 6, 4
+    edge_index = rng.integers(0, n, (2, 90))
+    graph = nn.Graph.from_arrays(rng.normal(size=(n, f_in)), edge_index, rng.integers(0, 3, n))
+    layer = make_layer(kind, f_in, f_out)
+    model = OneLayer(layer)
+    trainer = nn.Trainer(model, dtype=np.float64, seed=0)
+    trainer.gradients(graph)
+    randomize(model, 3)
+    if kind == "gcn":
+        theirs = pnn.GCNConv(f_in, f_out)
+    elif kind.startswith("sage"):
+        theirs = pnn.SAGEConv(f_in, f_out, aggr=kind.split("_")[1])
+    else:
+        theirs = pnn.GATConv(f_in, f_out, heads=2, concat=kind == "gat_concat")
+    mine = layer.state_dict()
+    theirs = theirs.double()
+    with torch.no_grad():
+        for name, p in theirs.named_parameters():
+            p.copy_(torch.from_numpy(mine[name].reshape(tuple(p.shape))))
+        expected = theirs(torch.from_numpy(graph.x.astype(np.float64)),
+                                   torch.from_numpy(edge_index)).numpy()
+    np.testing.assert_allclose(trainer.predict_outputs(graph), expected, rtol=1e-9, atol=1e-10)
