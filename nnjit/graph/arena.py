@@ -16,6 +16,9 @@ S_OFFSET, S_ROWS, S_COLS, S_FLAGS = range(4)
 SLOT_BATCH = 1  # rows vary with the batch (the stored rows are the maximum)
 SLOT_PARAM = 2  # lives in the parameter block
 SLOT_GRAD = 4  # has a gradient
+SLOT_EDGES_RAW = 8  # one row per edge of the graph's CSR (sampled batches: set per batch)
+SLOT_EDGES_LOOPS = 16  # one row per edge of the CSR with self loops
+EDGE_FLAGS = (SLOT_EDGES_RAW, SLOT_EDGES_LOOPS)  # by CSR number (GRAPH_RAW, GRAPH_LOOPS)
 
 ALIGN_BYTES = 64
 
@@ -48,7 +51,8 @@ def layout(slots, dtype) -> tuple[np.ndarray, int, int]:
             spec.cols,
             (SLOT_BATCH if spec.batch else 0)
             | (SLOT_PARAM if spec.param else 0)
-            | (SLOT_GRAD if spec.requires_grad else 0),
+            | (SLOT_GRAD if spec.requires_grad else 0)
+            | (EDGE_FLAGS[spec.edges] if 0 <= spec.edges < len(EDGE_FLAGS) else 0),
         ))
         size = spec.rows * spec.cols
         # Parameters are packed back to back: the optimizer streams over them as one vector.

@@ -53,6 +53,28 @@ class GraphStructure:
             self.features = f
         self.num_edges = {k: len(v[1]) for k, v in csrs.items()}
         self.gdata = gd.pack(self.num_nodes, csrs)
+        self.sampled = False
+        self.max_rows = self.num_nodes  # rows of the node slots
+        self.node_features = None
+
+    @classmethod
+    def sampled_from(cls, graph, fanouts, batch_size: int) -> GraphStructure:
+        """Buffers for neighbour-sampled batches of ``batch_size`` seeds (see NeighborLoader)."""
+        from nnjit.data.graph import to_csr
+        from nnjit.kernels.sampling import max_sizes
+
+        self = cls.__new__(cls)
+        self.num_nodes = graph.num_nodes
+        indptr, src, _ = to_csr(graph.edge_index, self.num_nodes)
+        max_nodes, max_edges = max_sizes(batch_size, fanouts, False, self.num_nodes, len(src))
+        self.num_edges = {GRAPH_RAW: max_edges, GRAPH_LOOPS: max_edges + max_nodes}
+        self.gdata = gd.pack_sampled(indptr, src, np.asarray(fanouts, np.int64), batch_size,
+                                     max_nodes, max_edges)
+        self.features = None
+        self.sampled = True
+        self.max_rows = max_nodes
+        self.node_features = graph.x
+        return self
 
 
 class SparseFeatures(Symbolic):
@@ -120,9 +142,10 @@ class Edges(Symbolic):
         return self.structure.num_edges[self._csr(csr)]
 
     def _check_nodes(self, x: Tensor, where: str) -> None:
-        if int(x.rows) != self.num_nodes:
-            raise ValueError(f"{where}: expected node features with {self.num_nodes} rows (one "
-                             f"per node), got shape ({int(x.rows)}, {x.cols})")
+        rows = self.structure.max_rows  # all nodes, or the largest sampled subgraph
+        if int(x.rows) != rows:
+            raise ValueError(f"{where}: expected node features with {rows} rows (one per node), "
+                             f"got shape ({int(x.rows)}, {x.cols})")
 
     def weights(self, kind: str, csr: str = "raw") -> Tensor:
         """Edge weights (E, 1) of ``kind`` ``"gcn"`` (symmetric normalisation, for ``"loops"``)
@@ -131,7 +154,7 @@ class Edges(Symbolic):
         if key not in self._weights:
             self._weights[key] = self.tape.record(
                 Opcode.EDGE_WEIGHTS, [], self.num_edges(csr), 1, aux=(key[1], key[0]),
-                out_requires_grad=False)
+                out_requires_grad=False, out_edges=key[1])
         return self._weights[key]
 
     def propagate(self, x: Tensor, csr: str = "raw", weights: Tensor | None = None,
@@ -156,8 +179,9 @@ class Edges(Symbolic):
 
     def gather_add(self, a_src: Tensor, a_dst: Tensor, csr: str = "raw") -> Tensor:
         """Per edge j -> i: ``a_src[j] + a_dst[i]`` (E, H)."""
+        k = self._csr(csr)
         return self.tape.record(Opcode.EDGE_GATHER_ADD, [a_src, a_dst], self.num_edges(csr),
-                                a_src.cols, aux=(self._csr(csr),))
+                                a_src.cols, aux=(k,), out_edges=k)
 
     def softmax(self, scores: Tensor, csr: str = "raw") -> Tensor:
         """Softmax of (E, H) edge scores over each node's incoming edges, per head."""
@@ -183,6 +207,11 @@ def graph_inputs(tape: Tape, structure: GraphStructure, n_features: int):
     """The (x, edges) a graph model is traced with; dense x is the tape's batch input."""
     edges = Edges(tape, structure)
     tape.graph = structure
+    if structure.sampled:  # the batch input holds the sampled nodes' rows of all features
+        features = tape.constant(structure.node_features, "graph.features")
+        structure.gdata[gd.G_FEATURES_SLOT] = features.slot
+        x = tape.input(structure.node_features.shape[1], "input")
+        return x, x, edges
     if structure.features is not None:
         f = structure.features
         nonzeros = tape.constant(f.data.reshape(-1, 1), "features.nonzeros")

@@ -286,6 +286,24 @@ def _load_batch(src, perm, use_perm, start, rows, dst):
             dst[r, j] = src[k, j]
 
 
+@jit(inline="always")
+def load_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots, layout,
+              gdata, rng):
+    """Copy a job's rows of X (and Y) into the input (and target) slots; returns the batch rows.
+
+    The graph build swaps in :func:`nnjit.graph.sampled_batch.load_graph_job`, which samples a
+    subgraph around the job's seed nodes instead when the program trains on sampled batches.
+    """
+    _load_batch(src_x, perm, use_perm, start, rows, _view(values, slots, layout[L_INPUT], rows))
+    if with_targets:
+        _load_batch(src_y, perm, use_perm, start, rows,
+                    _view(values, slots, layout[L_TARGET], rows))
+    return rows
+
+
+_load_job = load_rows
+
+
 @jit
 def _first_nonfinite_op(stop, rows, records, slots, values):
     """Index of the first forward op (< stop) whose output holds NaN/inf, else stop - 1."""
@@ -419,11 +437,8 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                 rows = min(val_batch, n_val - start)
                 src_x, src_y = Xv, Yv
             use_perm = task == TASK_FIT and is_train
-            _load_batch(src_x, perm, use_perm, start, rows,
-                        _view(values, slots, layout[L_INPUT], rows))
-            if task != TASK_PREDICT:
-                _load_batch(src_y, perm, use_perm, start, rows,
-                            _view(values, slots, layout[L_TARGET], rows))
+            rows = _load_job(src_x, src_y, perm, use_perm, start, rows, task != TASK_PREDICT,
+                             values, slots, layout, gdata, rng)
             state[ST_ROWS] = rows
             stats[0] = 0.0
             stats[1] = 0.0
@@ -528,6 +543,7 @@ def _graph_build():
     import types
 
     from nnjit.graph import message_passing as mp
+    from nnjit.graph import sampled_batch as sb
 
     def copy(dispatcher, overrides):
         fn = dispatcher.py_func
@@ -544,7 +560,7 @@ def _graph_build():
     forward = copy(_forward_op, {"_graph_forward": mp.graph_forward})
     backward = copy(_backward_op, {"_graph_backward": mp.graph_backward})
     replay_g = copy(replay, {"_forward_op": forward, "_backward_op": backward})
-    return copy(execute, {"replay": replay_g})
+    return copy(execute, {"replay": replay_g, "_load_job": sb.load_graph_job})
 
 
 class _LazyGraphBuild:

@@ -45,6 +45,7 @@ class SlotSpec:
     param: bool = False
     requires_grad: bool = False
     name: str = ""
+    edges: int = -1  # an edge slot: the CSR number whose edges are its rows (-1: not one)
 
     @property
     def size(self) -> int:
@@ -224,6 +225,7 @@ class Tape:
         aux: tuple[int, ...] = (),
         extra_inputs: list[Tensor] = (),
         out_requires_grad: bool | None = None,
+        out_edges: int | None = None,
     ) -> Tensor:
         """Record one op and return its output tensor.
 
@@ -239,9 +241,14 @@ class Tape:
             out_requires_grad = spec.differentiable and any(
                 t is not None and t.requires_grad for t in inputs)
         batch = isinstance(out_rows, BatchDim)
+        if out_edges is None:  # an op over an edge slot's rows (activation, dropout) keeps them
+            out_edges = next((self.slots[t.slot].edges for t in inputs if t is not None
+                              and self.slots[t.slot].edges >= 0
+                              and self.slots[t.slot].rows == out_rows), -1)
         out = self._new_slot(
             SlotSpec(int(out_rows), int(out_cols), batch=batch, requires_grad=out_requires_grad,
-                     name=f"{self.current_owner or opcode.name.lower()}.{opcode.name.lower()}")
+                     name=f"{self.current_owner or opcode.name.lower()}.{opcode.name.lower()}",
+                     edges=out_edges)
         )
         aux_values = []
         for h in hyper:
@@ -283,7 +290,8 @@ class Tape:
 
     def _new_slot_like(self, x: Tensor, name: str) -> Tensor:
         """A slot of x's shape (batch rows if x has them), without gradient."""
-        return self._new_slot(SlotSpec(x.rows, x.cols, batch=x.spec.batch, name=name))
+        return self._new_slot(SlotSpec(x.rows, x.cols, batch=x.spec.batch, name=name,
+                                       edges=x.spec.edges))
 
     def dropout(self, x: Tensor, p: float) -> Tensor:
         """Inverted dropout with a mask slot drawn from the model's RNG in training mode."""

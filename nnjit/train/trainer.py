@@ -89,7 +89,7 @@ class Trainer:
 
     # -- compilation -----------------------------------------------------------------------------
     def _trace(self, n_features: int, max_batch: int):
-        tape = Tape(self.dtype, max_batch)
+        tape = Tape(self.dtype, self._graph.max_rows if self._graph is not None else max_batch)
         self._modules = list(self.model.named_modules())  # traversed once per trace
         self._named_params = []
         seen = set()
@@ -122,7 +122,7 @@ class Trainer:
         """Trace and lay out the model if needed; return (X, Y) in the arena dtype."""
         n_features = X.shape[1]
         program = self.program
-        if program is not None:
+        if program is not None and self._graph is None:
             self._check_feature_count(X, where)
         n_outputs = program.output_cols if program is not None else None
         tape = None
@@ -146,6 +146,10 @@ class Trainer:
             program = Program(tape, x, target, out, loss, seed=self.seed)
             self._install(program)
         return Y
+
+    @property
+    def _graph_sampled(self) -> bool:
+        return self._graph is not None and self._graph.sampled
 
     def _set_training(self, mode: bool) -> None:
         """``model.train(mode)`` over the modules found when tracing (no second traversal)."""
@@ -181,32 +185,52 @@ class Trainer:
     # -- data ------------------------------------------------------------------------------------
     @staticmethod
     def _graph_arg(data, val, where: str):
-        """The Graph ``data`` is (or None); a graph's validation must be a mask of the same one."""
+        """The Graph that ``data`` is or samples (or None); a graph's validation must be a mask
+        of the same graph, batched the same way."""
         from nnjit.data.full_batch import FullBatch
         from nnjit.data.graph import Graph
+        from nnjit.data.neighbor_loader import NeighborLoader
 
-        if not isinstance(data, Graph):
-            if isinstance(val, (Graph, FullBatch)):
+        graph_loaders = (FullBatch, NeighborLoader)
+        if not isinstance(data, (Graph, NeighborLoader)):
+            if isinstance(val, (Graph, *graph_loaders)):
                 raise ValueError(f"{where}: graph validation data needs graph training data")
             return None
-        if isinstance(val, FullBatch):
-            if val.graph is not data:
+        graph = data.graph if isinstance(data, NeighborLoader) else data
+        expected = NeighborLoader if isinstance(data, NeighborLoader) else FullBatch
+        if isinstance(val, expected):
+            if val.graph is not graph:
                 raise ValueError(f"{where}: the validation mask must be on the training graph")
+            if expected is NeighborLoader and (val.num_neighbors != data.num_neighbors
+                                               or val.batch_size > data.batch_size):
+                raise ValueError(f"{where}: validation batches must use the training fan-outs "
+                                 f"{data.num_neighbors} and at most {data.batch_size} seeds; use "
+                                 "loader.like(mask)")
         elif val is not None:
-            raise ValueError(f"{where}: for a graph, pass val=FullBatch(graph, mask) or leave it "
-                             f"out (the graph's val_mask), got {type(val).__name__}")
-        return data
+            raise ValueError(f"{where}: for a graph, pass val={expected.__name__}(graph, mask...) "
+                             f"or leave it out (the graph's val_mask), got {type(val).__name__}")
+        return graph
 
-    def _use_graph(self, graph) -> None:
-        """Trace graph models on ``graph`` (a :class:`nnjit.data.graph.Graph`), or None."""
-        if graph is None:
+    def _use_graph(self, loader) -> None:
+        """Trace graph models for ``loader`` (FullBatch, NeighborLoader), or not (other data)."""
+        from nnjit.data.full_batch import FullBatch
+        from nnjit.data.neighbor_loader import NeighborLoader
+        from nnjit.graph.edges import GraphStructure
+
+        if isinstance(loader, NeighborLoader):
+            key = (loader.graph, tuple(loader.num_neighbors), loader.batch_size)
+            if key != self._graph_of:
+                self._graph = GraphStructure.sampled_from(loader.graph, loader.num_neighbors,
+                                                          loader.batch_size)
+                self._graph_of = key
+        elif isinstance(loader, FullBatch):
+            graph = loader.graph
+            if graph is not self._graph_of:
+                self._graph = GraphStructure(graph.edge_index, graph.num_nodes,
+                                             graph.x if graph.is_sparse else None)
+                self._graph_of = graph
+        else:
             self._graph = self._graph_of = None
-        elif graph is not self._graph_of:
-            from nnjit.graph.edges import GraphStructure
-
-            self._graph = GraphStructure(graph.edge_index, graph.num_nodes,
-                                         graph.x if graph.is_sparse else None)
-            self._graph_of = graph
 
     def _as_loader(self, data, y, where: str, batch_size=None) -> DataLoader:
         from nnjit.data.full_batch import FullBatch
@@ -283,7 +307,8 @@ class Trainer:
         if graph is not None and val is None and graph.val_mask is not None:
             from nnjit.data.full_batch import FullBatch
 
-            val = FullBatch(graph, "val")  # validate on the graph's own val mask
+            # validate on the graph's own val mask, as it trains (full batch or sampled)
+            val = train.like("val") if hasattr(train, "like") else FullBatch(graph, "val")
         if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
             raise ValueError(f"fit: epochs must be an int >= 1, got {epochs!r}")
         tol = float(tol)
@@ -321,7 +346,7 @@ class Trainer:
                             f"{type(scheduler).__name__}")
 
         train = self._as_loader(train, None, "fit: train")
-        self._use_graph(graph)
+        self._use_graph(train)
         # Validation given as arrays runs in batches no larger than needed (the arena is laid
         # out for the largest batch, so 256 rows for 12 validation rows would only cost memory).
         val_loader = None if val is None else self._as_loader(
@@ -344,7 +369,8 @@ class Trainer:
 
         cfg = self._cfg
         cfg[it.C_BATCH] = train.batch_size
-        cfg[it.C_EVAL_BATCH] = program.max_batch
+        # sampled graph batches: the buffers hold the subgraph of at most batch_size seeds
+        cfg[it.C_EVAL_BATCH] = train.batch_size if self._graph_sampled else program.max_batch
         cfg[it.C_SHUFFLE] = train.shuffle
         cfg[it.C_DROP_LAST] = train.drop_last
         cfg[it.C_TOL] = tol
@@ -504,7 +530,7 @@ class Trainer:
         if not isinstance(data, FullBatch):
             return None
         self._require_fitted(what)
-        self._use_graph(data.graph)
+        self._use_graph(data)
         X = data.features(self.dtype)
         self._compile(X, None, data.batch_size, what)
         return X
@@ -598,7 +624,7 @@ class Trainer:
 
         if isinstance(X, Graph):  # y: the mask whose nodes the loss counts (default: all)
             loader = FullBatch(X, y)
-            self._use_graph(X)
+            self._use_graph(loader)
         else:
             X = check_features(X, "gradients: X")
             loader = DataLoader(X, y, batch_size=len(X), shuffle=False)
