@@ -52,6 +52,7 @@ from nnjit.experiment.enums import (
     Schedulers,
     _BuilderEnum,
 )
+from nnjit.nn.gnn.sage import AGGREGATIONS
 from nnjit.nn.linear import INITS
 from nnjit.schedulers import Param, Scheduler
 
@@ -200,8 +201,11 @@ class NetConfig(_Config):
         dropout: drop probability after each hidden activation, in [0, 1) (default 0: none).
         init: weight initialisation of the ``Linear`` layers, ``"glorot_uniform"`` (default) or
             ``"torch"``.
+        heads: attention heads of the hidden layers of ``graph_att`` (default 1).
+        aggr: neighbourhood aggregation of ``graph_sage``: ``"mean"`` (default), ``"max"``,
+            ``"sum"``.
 
-    Graph networks will add their fields here (with defaults, so existing ids keep).
+    Graph nets use ``dropout`` before every convolution (PyG's examples' layout).
     """
 
     kind: Nets = Nets.MLP
@@ -211,6 +215,8 @@ class NetConfig(_Config):
     activation: Activations = Activations.RELU
     dropout: float = 0.0
     init: str = "glorot_uniform"
+    heads: int = 1
+    aggr: str = "mean"
 
     def __post_init__(self):
         self._enum("kind", Nets)
@@ -226,6 +232,8 @@ class NetConfig(_Config):
         self._enum("activation", Activations)
         self._param("dropout", Param("float", low=0.0, high=1.0, high_open=True))
         self._param("init", Param("choice", choices=INITS))
+        self._param("heads", Param("int", low=1))
+        self._param("aggr", Param("choice", choices=AGGREGATIONS))
 
     def build(self):
         """The network module (``self.kind(self)``)."""

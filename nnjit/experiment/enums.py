@@ -113,10 +113,32 @@ def _build_mlp(config=None, **fields):
     return Sequential(*layers)
 
 
+def _graph_builder(conv_name: str):
+    def build(config=None, **fields):
+        """A :class:`~nnjit.nn.gnn.net.GraphNet` of this kind's convolutions from a NetConfig
+        (``in_dim -> hidden_dims -> out_dim``, activation, dropout, heads, aggr)."""
+        from nnjit import nn
+        from nnjit.experiment.config import NetConfig
+        from nnjit.nn.gnn.net import GraphNet
+
+        config = NetConfig(**fields) if config is None else config
+        conv = getattr(nn, conv_name)
+        options = {"aggr": config.aggr} if conv is nn.SAGEConv else {}
+        dims = (config.in_dim, *config.hidden_dims, config.out_dim)
+        return GraphNet(conv, dims, config.activation(), config.dropout, heads=config.heads,
+                        **options)
+
+    return build
+
+
 class Nets(_BuilderEnum):
-    """Network architectures; ``Nets.MLP(net_config)`` builds the module."""
+    """Network architectures; ``Nets.MLP(net_config)`` builds the module. The ``GRAPH_*`` nets
+    train on a :class:`nnjit.Graph` (``forward(x, edges)``)."""
 
     MLP = "mlp", _build_mlp
+    GRAPH_CONV = "graph_conv", _graph_builder("GCNConv")
+    GRAPH_SAGE = "graph_sage", _graph_builder("SAGEConv")
+    GRAPH_ATT = "graph_att", _graph_builder("GATConv")
 
 
 # -- losses, optimizers, activations, schedulers -------------------------------------------------
