@@ -29,6 +29,7 @@ EXPECTED_KEYS = {
     "scale": {"gemm", "scale", "batch_sweep"},
     "memory": {"nrt", "rss", "threads", "blas_threads_inside_fits"},
     "parallel": {"kernels", "families", "thresholds", "threads", "compile"},
+    "gnn_sampled": {"summary", "memory"},
 }
 
 
@@ -90,3 +91,10 @@ def test_memory_json_has_the_reported_numbers(suite):
         threads = data["threads"][name]
         assert {"sequential", "threads", "ratio_per_repeat"} <= set(threads)
     assert "blas_threads_inside_fits" in data
+
+
+def test_gnn_sampled_json_reports_throughput_and_memory(suite):
+    out, _ = suite
+    data = json.loads((out / "gnn_sampled.json").read_text())
+    assert data["summary"]["nnjit"]["seeds_per_s"] > 0
+    assert set(data["memory"]["arena_bytes"]) == {"big", "small"}
