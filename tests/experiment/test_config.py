@@ -259,6 +259,9 @@ BAD = [
     (NetConfig, dict(in_dim=2, out_dim=2, kind="gcn"), r"NetConfig.kind: .*valid names: 'mlp'"),
     (NetConfig, dict(in_dim=2, out_dim=2, init="he"),
      r"NetConfig.init must be one of 'glorot_uniform', 'torch', got 'he'"),
+    (NetConfig, dict(in_dim=2, out_dim=2, heads=0), r"NetConfig.heads must be an int >= 1"),
+    (NetConfig, dict(in_dim=2, out_dim=2, aggr="median"),
+     r"NetConfig.aggr must be one of 'mean', 'max', 'sum', got 'median'"),
     (ModelConfig, dict(net={"in_dim": 2, "out_dim": 2}),
      r"ModelConfig.net must be a NetConfig, got dict"),
     (ModelConfig, dict(net=NET, loss="hinge"), r"ModelConfig.loss: .*valid names: "
