@@ -320,6 +320,11 @@ class RunCallback(Callback):
         self._rows = [r for r in run._rows() if r and int(float(r[0])) <= self.start_epoch]
 
     def on_train_begin(self, trainer, logs=None):
+        initial = int((logs or {}).get("initial_epoch", 0))
+        if initial != self.start_epoch:
+            raise ValueError(f"RunCallback(start_epoch={self.start_epoch}) needs "
+                             f"fit(..., initial_epoch={self.start_epoch}), got initial_epoch="
+                             f"{initial}")
         self._tracker = None
         if Checkpoints.BEST in self.phases and self.start_epoch > 0:
             self._seed_best()
@@ -337,7 +342,7 @@ class RunCallback(Callback):
                 self._tracker.improved(float(v))
 
     def on_epoch_end(self, trainer, epoch, logs):
-        global_epoch = self.start_epoch + int(epoch)
+        global_epoch = int(epoch)  # absolute: the fit runs with initial_epoch=start_epoch
         row = [str(global_epoch)] + [_fmt(logs.get(c)) for c in IDPS_COLUMNS[1:]]
         if self.per_batch:
             batches = trainer.batch_history_
@@ -383,9 +388,14 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
 
     Args:
         resume: ``None`` to start from scratch, or a :class:`Checkpoints` phase (``LAST`` or
-            ``BEST``) to continue the existing run from.
+            ``BEST``) to continue the existing run from: weights, optimizer, RNG, shuffle
+            order, scheduler position, early-stopping counters (the compiled rule's and
+            :class:`EarlyStopping`'s) and the best weights come back, so 5 epochs then a resume
+            for 5 more equals 10 epochs bit for bit (weights and ``idps.csv`` but ``seconds``).
         epochs: epochs to train in this call (default: up to ``config.train.epochs`` in total).
-        callbacks: more callbacks, run after the run's own.
+            The scheduler always spans ``config.train.epochs``.
+        callbacks: more callbacks. Those with a :meth:`~Callback.state` run before the run
+            writes its checkpoints (so the checkpoints hold their state), the others after.
         log_batches: also write a row per training batch to ``idps.csv``
             (:meth:`Run.batch_history`).
 
@@ -422,13 +432,23 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
         kwargs.setdefault("monitor", monitor)
     scheduler = config.scheduler.build() if config.scheduler is not None else None
     loader = DataLoader(X, y, batch_size=tc.batch_size, shuffle=tc.shuffle)
-    trainer.fit(loader, epochs=n, val=val, restore_best=tc.restore_best, verbose=verbose,
-                callbacks=[RunCallback(run, start_epoch=start, monitor=tc.monitor,
-                                       per_batch=log_batches), *extra, *callbacks],
+    # Callbacks with a state (EarlyStopping, ...) see each epoch before the run writes its
+    # checkpoints, so LAST holds their state after that epoch; the others run after the run's.
+    callbacks = list(callbacks)
+    stateful = [c for c in callbacks if _has_state(c)]
+    writer = RunCallback(run, start_epoch=start, monitor=tc.monitor, per_batch=log_batches)
+    trainer.fit(loader, epochs=start + n, initial_epoch=start, schedule_epochs=tc.epochs,
+                val=val, restore_best=tc.restore_best, verbose=verbose,
+                callbacks=[*extra, *stateful, writer,
+                           *(c for c in callbacks if not _has_state(c))],
                 scheduler=scheduler, grad_clip_norm=config.optimizer.grad_clip_norm,
                 accumulation_steps=config.optimizer.accumulation_steps,
                 log_batches=log_batches, **kwargs)
     return run, trainer, run.history()
+
+
+def _has_state(callback) -> bool:
+    return isinstance(callback, Callback) and type(callback).state is not Callback.state
 
 
 def write_report(run: Run, path=None) -> Path:

@@ -160,6 +160,26 @@ class EarlyStopping(Callback):
             for p, w in zip(_params(trainer), self.best_weights):
                 p.data[...] = w
 
+    def state(self) -> dict:
+        """Counters and best weights, so that patience spans a resume."""
+        out = {"monitor": self.monitor, "best": float(self.best),
+               "best_epoch": int(self.best_epoch), "wait": int(self.wait),
+               "stopped_epoch": int(self.stopped_epoch)}
+        for i, w in enumerate(self.best_weights or ()):
+            out[f"best_weights.{i}"] = w
+        return out
+
+    def load_state(self, state: dict) -> None:
+        if state.get("monitor") != self.monitor:
+            return  # another metric: start afresh
+        self.best = self._tracker.best = float(state["best"])
+        self.best_epoch = int(state["best_epoch"])
+        self.wait = int(state["wait"])
+        self.stopped_epoch = int(state["stopped_epoch"])
+        weights = [state[k] for k in sorted((k for k in state if k.startswith("best_weights.")),
+                                            key=lambda k: int(k.split(".")[1]))]
+        self.best_weights = [np.array(w, copy=True) for w in weights] or None
+
 
 class LRMonitor(Callback):
     """Record the learning rate of every epoch: ``lrs`` (list) and ``history`` (epoch, lr)."""
@@ -335,8 +355,8 @@ class ProgressBar(Callback):
         from tqdm.auto import tqdm
 
         total = self.total or (logs or {}).get("epochs")
-        self.bar = tqdm(total=total, unit="epoch", file=self.file, leave=self.leave,
-                        dynamic_ncols=True)
+        self.bar = tqdm(total=total, initial=(logs or {}).get("initial_epoch", 0), unit="epoch",
+                        file=self.file, leave=self.leave, dynamic_ncols=True)
 
     def on_epoch_end(self, trainer, epoch, logs):
         if self.bar is None:
