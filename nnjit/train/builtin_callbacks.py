@@ -359,7 +359,11 @@ class ProgressBar(Callback):
                         file=self.file, leave=self.leave, dynamic_ncols=True)
 
     def on_epoch_end(self, trainer, epoch, logs):
-        if self.bar is None:
+        self.advance(1, logs)
+
+    def advance(self, epochs: int, logs: dict) -> None:
+        """Move the bar by ``epochs`` and show ``logs`` (the latest epoch's row)."""
+        if self.bar is None or epochs <= 0:
             return
         post = {}
         for key, label in (("train_loss", "loss"), ("val_loss", "val_loss"),
@@ -370,7 +374,7 @@ class ProgressBar(Callback):
         if not _is_missing(logs.get("lr")):
             post["lr"] = f"{float(logs['lr']):.3g}"
         self.bar.set_postfix(post, refresh=False)
-        self.bar.update(1)
+        self.bar.update(epochs)
 
     def on_train_end(self, trainer, logs=None):
         if self.bar is not None:

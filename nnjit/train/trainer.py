@@ -833,13 +833,11 @@ class _StopRequest:
 def _show_rows(bar, trainer, history, state, shown: int) -> int:
     """Feed the history rows the compiled loop finished since ``shown`` to the progress bar."""
     done = int(state[it.ST_EPOCH])  # rows below it are complete (the row is written first)
-    if bar.bar is not None:
-        regression = not trainer.loss.is_classification
-        for e in range(shown, done):
-            logs = dict(zip(it.HISTORY_COLUMNS, history[e].tolist()))
-            if regression:
-                logs["train_accuracy"] = logs["val_accuracy"] = float("nan")
-            bar.on_epoch_end(trainer, e + 1, logs)
+    if bar.bar is not None and done > shown:  # one bar update per poll, with the latest row
+        logs = dict(zip(it.HISTORY_COLUMNS, history[done - 1].tolist()))
+        if not trainer.loss.is_classification:
+            logs["train_accuracy"] = logs["val_accuracy"] = float("nan")
+        bar.advance(done - shown, logs)
     return max(done, shown)
 
 
