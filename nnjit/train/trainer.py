@@ -598,7 +598,8 @@ class Trainer:
         best = int(state[it.ST_BEST_EPOCH])
         frame.attrs.update(
             monitor=monitor,
-            best_epoch=best + 1 if best >= 0 else None,
+            best_epoch=best + 1 if best >= 0 else None,  # absolute, 1-based
+            best_value=float(state[it.ST_BEST]) if best >= 0 else None,
             restored_best=bool(state[it.ST_RESTORED]),
             stop_reason=("early stopping: " + monitor + " did not improve")
             if state[it.ST_STOPPED] else "reached the epoch limit",
@@ -718,10 +719,13 @@ class Trainer:
         exactly where the fit was (bit for bit, same RNG and shuffle order)."""
         from nnjit.train.checkpoint import save_module
 
-        rng = self.program.rng if self.program is not None else None
+        rng = self.program.rng if self.program is not None else self._pending_rng
+        pending = self._resume  # loaded from a checkpoint and not fitted since: keep it
         save_module(self.model, path, optimizer=self.optimizer, rng_state=rng,
-                    shuffle_order=self._perm, metadata=metadata, fit_state=self.fit_state(),
-                    callback_states=self.callback_states())
+                    shuffle_order=self._perm, metadata=metadata,
+                    fit_state=pending["fit"] if pending is not None else self.fit_state(),
+                    callback_states=(pending["callbacks"] if pending is not None
+                                     else self.callback_states()))
 
     def load_checkpoint(self, path) -> None:
         """Restore what :meth:`save_checkpoint` wrote; the model must have the same shape.
@@ -877,7 +881,8 @@ def _summary_line(history: pd.DataFrame, patience: int, tol: float) -> str:
     best = history.attrs.get("best_epoch")
     monitor = history.attrs.get("monitor")
     if best is not None and monitor in history.columns:
-        text += f"; best {monitor} {history[monitor].iloc[best - 1]:.4f} at epoch {best}"
+        value = history.attrs.get("best_value")  # the best epoch may precede initial_epoch
+        text += f"; best {monitor} {value:.4f} at epoch {best}"
         if history.attrs.get("restored_best"):
             text += " (weights restored)"
     return text

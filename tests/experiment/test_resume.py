@@ -185,3 +185,46 @@ def test_initial_epoch_with_a_mismatched_fit_state_warns(tmp_path):
     with pytest.warns(UserWarning, match="saved after epoch 2"):
         hist = trainer.fit((X, y), epochs=5, initial_epoch=3, verbose=False)
     assert hist["epoch"].tolist() == [4, 5]
+
+
+def test_per_batch_rows_resume_bit_identical(tmp_path):
+    X, y, Xv, yv = _data()
+    cfg = _config(scheduler=SCHEDULERS["one_cycle"])
+    run_a, _, _ = train_run(cfg, X, y, Xv, yv, tmp_path / "a", log_batches=True)
+    train_run(cfg, X, y, Xv, yv, tmp_path / "b", epochs=5, log_batches=True)
+    run_b, _, _ = train_run(cfg, X, y, Xv, yv, tmp_path / "b", resume=Checkpoints.LAST,
+                            log_batches=True)
+    a, b = run_a.batch_history(), run_b.batch_history()
+    assert len(a) == 10 * 8 and a["epoch"].tolist() == b["epoch"].tolist()
+    cols = [c for c in a.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(a[cols], b[cols], check_exact=True)
+
+
+def test_load_then_save_keeps_the_fit_state_and_rng(tmp_path):
+    X, y, Xv, yv = _data()
+    cfg = _config(epochs=10, patience=3, min_delta=0.05, restore_best=True)
+    run, _, _ = train_run(cfg, X, y, Xv, yv, tmp_path, epochs=5)
+    trainer = run.build_trainer()
+    run.resume(trainer, Checkpoints.LAST)
+    trainer.save_checkpoint(tmp_path / "again.nne")  # loaded, not fitted: nothing is lost
+    first, again = load_nne(run.checkpoint(Checkpoints.LAST)), load_nne(tmp_path / "again.nne")
+    for group in ("fit", "rng", "optimizer", "params"):
+        assert first.groups[group].keys() == again.groups[group].keys(), group
+        for name, value in first.groups[group].items():
+            np.testing.assert_array_equal(value, again.groups[group][name], err_msg=name)
+
+
+def test_summary_line_when_the_best_epoch_precedes_initial_epoch(tmp_path, capsys):
+    X, y, Xv, yv = _data()
+    nn.set_seed(0)
+    trainer = nn.Trainer(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)),
+                         nn.SGD(lr=0.05), seed=0)
+    first = trainer.fit((X, y), epochs=3, val=(Xv, yv), n_iter_no_change=None, verbose=0)
+    assert first.attrs["best_epoch"] == 3
+    trainer.optimizer.lr = 0.0  # the weights stop moving: epochs 4 and 5 tie with epoch 3
+    hist = trainer.fit((X, y), epochs=5, initial_epoch=3, val=(Xv, yv), n_iter_no_change=None,
+                       verbose=1)
+    assert hist["epoch"].tolist() == [4, 5] and hist.attrs["best_epoch"] == 3
+    assert hist.attrs["best_value"] == first["val_loss"].iloc[-1]
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert f"best val_loss {first['val_loss'].iloc[-1]:.4f} at epoch 3" in line
