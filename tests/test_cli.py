@@ -118,3 +118,5 @@ def test_report_renders_in_chromium(tmp_path, monkeypatch):
                           "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
                          capture_output=True, text=True, timeout=60).stdout
     assert dom.count("main-svg") >= 5  # plotly drew its SVG for every figure (history, CM, t-SNE)
+    assert dom.count('class="hm"') == 1  # the confusion matrix heatmap was painted
+    assert dom.count('class="point"') >= 23  # one t-SNE marker per validation row of Iris
