@@ -282,7 +282,13 @@ class Trainer:
         if monitor == "val_accuracy" and not self.loss.is_classification:
             raise ValueError(f"fit: monitor='val_accuracy' needs a classification loss, "
                              f"not {type(self.loss).__name__}; use 'val_loss'")
-        callbacks = CallbackList(list(callbacks or []))
+        callbacks = list(callbacks or [])
+        if callbacks and (verbose == 1 or verbose is True):
+            from nnjit.train.builtin_callbacks import ProgressBar
+
+            if ProgressBar.default_enabled():  # a terminal: one bar over the epochs
+                callbacks.append(ProgressBar())
+        callbacks = CallbackList(callbacks)
         if grad_clip_norm is not None and not (np.isfinite(grad_clip_norm) and grad_clip_norm > 0):
             raise ValueError(f"fit: grad_clip_norm must be a number > 0 or None, "
                              f"got {grad_clip_norm!r}")

@@ -143,3 +143,21 @@ def test_errors_in_the_worker_reach_the_caller():
     trainer.fit((X, target), epochs=1, verbose=0)
     with pytest.raises(nn.TrainingDivergedError):  # squares of 1e30 overflow float32
         trainer.fit((X * np.float32(1e30), target), epochs=3, verbose=1)
+
+
+def test_progress_bar_with_callbacks_is_a_callback(monkeypatch, capsys):
+    """With callbacks the fit is chunked: the bar is one more callback (in a terminal)."""
+    from nnjit.train.callbacks import Callback
+
+    monkeypatch.setattr(ProgressBar, "default_enabled", staticmethod(lambda stream=None: True))
+    seen = []
+
+    class Spy(Callback):
+        def on_train_begin(self, trainer, logs=None):
+            seen.extend(type(c).__name__ for c in trainer._callbacks.callbacks)
+
+    X, y, Xv, yv = _digits()
+    _trainer().fit(nn.DataLoader(X, y, batch_size=64), epochs=4, val=(Xv, yv), verbose=1,
+                   callbacks=[Spy()])
+    assert seen == ["Spy", "ProgressBar"]
+    assert "4/4" in capsys.readouterr().err
