@@ -220,7 +220,9 @@ class Trainer:
                 Ctrl-C during a verbose or callback fit (in the main thread) stops training
                 after the current epoch: the history is kept, the best weights restored, the
                 callbacks (a run folder) finish, and ``fit`` returns with
-                ``stop_reason == "interrupted (KeyboardInterrupt)"``; a second Ctrl-C aborts.
+                ``stop_reason == "interrupted (KeyboardInterrupt)"``. A second Ctrl-C raises
+                KeyboardInterrupt in the Python code that is running (a slow callback); the
+                compiled epoch that is running always completes.
             callbacks: :class:`~nnjit.train.callbacks.Callback` objects, or callables
                 ``f(history_dataframe)`` run after every epoch; returning False stops training.
             scheduler: a learning-rate scheduler from :mod:`nnjit.schedulers`, applied inside
@@ -816,8 +818,9 @@ class _StopRequest:
 
     @contextlib.contextmanager
     def on_sigint(self):
-        """While inside, SIGINT requests a stop (a second one raises KeyboardInterrupt). Only in
-        the main thread, and only when SIGINT has Python's default handler."""
+        """While inside, SIGINT requests a stop; a second one raises KeyboardInterrupt in the
+        Python code that runs (fit treats it as a stop between epochs). Only in the main
+        thread, and only when SIGINT has Python's default handler."""
         import signal
 
         if not _in_main_thread() or signal.getsignal(signal.SIGINT) is not \
@@ -829,8 +832,7 @@ class _StopRequest:
             if self.requested:
                 signal.default_int_handler(signum, frame)
             print("\nfit: interrupted (Ctrl-C): stopping after the current epoch; the history is "
-                  "kept and the best weights restored (press Ctrl-C again to abort)",
-                  file=sys.stderr, flush=True)
+                  "kept and the best weights restored", file=sys.stderr, flush=True)
             self.request()
 
         previous = signal.signal(signal.SIGINT, handler)

@@ -161,3 +161,23 @@ def test_progress_bar_with_callbacks_is_a_callback(monkeypatch, capsys):
                    callbacks=[Spy()])
     assert seen == ["Spy", "ProgressBar"]
     assert "4/4" in capsys.readouterr().err
+
+
+def test_second_ctrl_c_still_ends_the_fit_cleanly():
+    X, y, Xv, yv = _digits()
+    trainer = _trainer()
+
+    def fire():
+        time.sleep(0.4)
+        _thread.interrupt_main()
+        time.sleep(0.001)
+        _thread.interrupt_main()
+
+    sender = threading.Thread(target=fire, daemon=True)
+    sender.start()
+    history = trainer.fit(nn.DataLoader(X, y, batch_size=32), epochs=100_000, val=(Xv, yv),
+                          n_iter_no_change=None, verbose=1)
+    sender.join()
+    assert 1 <= len(history) < 100_000
+    assert history.attrs["stop_reason"] == "interrupted (KeyboardInterrupt)"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
