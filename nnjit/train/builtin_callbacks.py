@@ -313,10 +313,22 @@ class ModelCheckpoint(Callback):
             raise ValueError(f"ModelCheckpoint: cannot format {self.template!r} ({e}); "
                              f"fields: {', '.join(fields)}") from None
         path.parent.mkdir(parents=True, exist_ok=True)
-        trainer.save_checkpoint(path)
         self.saved.append(path)
         if improved:
             self.best_path = path
+        trainer.save_checkpoint(path)  # after the bookkeeping: the file holds this state
+
+    def state(self) -> dict | None:
+        """The best monitored value so far (so ``save_best_only`` continues after a resume)."""
+        if self._tracker is None:
+            return None
+        return {"monitor": self.monitor, "best": float(self._tracker.best),
+                "best_path": str(self.best_path) if self.best_path is not None else None}
+
+    def load_state(self, state: dict) -> None:
+        if self._tracker is not None and state.get("monitor") == self.monitor:
+            self._tracker.best = float(state["best"])
+            self.best_path = Path(state["best_path"]) if state.get("best_path") else None
 
 
 class ProgressBar(Callback):

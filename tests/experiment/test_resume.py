@@ -228,3 +228,27 @@ def test_summary_line_when_the_best_epoch_precedes_initial_epoch(tmp_path, capsy
     assert hist.attrs["best_value"] == first["val_loss"].iloc[-1]
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert f"best val_loss {first['val_loss'].iloc[-1]:.4f} at epoch 3" in line
+
+
+def test_model_checkpoint_best_only_continues_after_resume(tmp_path):
+    """ModelCheckpoint(save_best_only) keeps its best value across a resume: it writes the
+    same files as an uninterrupted run."""
+    from nnjit.train.builtin_callbacks import ModelCheckpoint
+
+    X, y, Xv, yv = _data()
+    cfg = _config(epochs=10)
+
+    def saved(root, split):
+        ckpt = ModelCheckpoint(str(root / "ck" / "e{epoch:02d}.nne"), monitor="val_accuracy",
+                               save_best_only=True)
+        if split:
+            train_run(cfg, X, y, Xv, yv, root, epochs=split, callbacks=[ckpt])
+            ckpt = ModelCheckpoint(str(root / "ck" / "e{epoch:02d}.nne"),
+                                   monitor="val_accuracy", save_best_only=True)
+            train_run(cfg, X, y, Xv, yv, root, resume=Checkpoints.LAST, callbacks=[ckpt])
+        else:
+            train_run(cfg, X, y, Xv, yv, root, callbacks=[ckpt])
+        return sorted(p.name for p in (root / "ck").iterdir())
+
+    straight, resumed = saved(tmp_path / "a", 0), saved(tmp_path / "b", 5)
+    assert straight == resumed and len(straight) >= 2
