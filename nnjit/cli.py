@@ -63,39 +63,16 @@ def warmup() -> None:
 
 def _load_data(spec: str, config, target: str | None, seed: int):
     """(X_train, y_train, X_val, y_val) from a built-in data set name or a CSV path."""
-    import os
-
-    import numpy as np
-
-    import nnjit as nn
     from nnjit.experiment import Losses
+    from nnjit.experiment.data import load_run_data
 
-    regression = config.model.loss is Losses.MSE
-    if os.path.splitext(spec)[1].lower() == ".csv" or os.path.isfile(spec):
-        import pandas as pd
-
-        from nnjit.data.tabular import TabularDataset
-
-        if not os.path.isfile(spec):
-            raise SystemExit(f"nnjit train: no such CSV file: {spec}")
-        df = pd.read_csv(spec)
-        target = target or df.columns[-1]
-        if target not in df.columns:
-            raise SystemExit(f"nnjit train: no column {target!r} in {spec}; columns: "
-                             f"{', '.join(map(str, df.columns))}")
-        ds = TabularDataset.from_dataframe(df, None, target,
-                                           task="regression" if regression else "classification",
-                                           val=0.15, test=0.0, seed=seed)
-        return ds.X_train, ds.y_train, ds.X_val, ds.y_val
     try:
-        data = nn.datasets.load(spec)
+        data = load_run_data(spec, config.model.loss is Losses.MSE, seed, target)
+    except FileNotFoundError as e:
+        raise SystemExit(f"nnjit train: {e}") from None
     except ValueError as e:
         raise SystemExit(f"nnjit train: {e} (or give a path to a .csv file)") from None
-    X, y = data
-    X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
-    X_fit, X_val, y_fit, y_val = nn.datasets.train_test_split(X, y, 0.15, seed=seed)
-    X_fit, X_val = nn.datasets.standardize(X_fit, X_val)
-    return X_fit, y_fit, X_val, y_val
+    return data.X_train, data.y_train, data.X_val, data.y_val
 
 
 def cmd_train(args) -> int:
@@ -122,7 +99,8 @@ def cmd_train(args) -> int:
 
     resume = Checkpoints.get(args.resume) if args.resume else None
     run, trainer, history = train_run(config, X, y, Xv, yv, args.root, resume=resume,
-                                      callbacks=callbacks)
+                                      callbacks=callbacks,
+                                      metadata={"data": spec, "data_target": args.target})
     print(f"run {run.display}: {len(history)} epochs")
     if len(history):
         print(_last_line(history))

@@ -44,3 +44,65 @@ def finite_difference_gradients(trainer, model, X, Y, eps: float = 1e-6) -> dict
             g.reshape(-1)[k] = (up - down) / (2 * eps)
         grads[name] = g
     return grads
+
+
+def plotly_figures(page: str) -> list[dict]:
+    """The figures of an HTML page written with plotly's ``to_html``: one dict per
+    ``Plotly.newPlot(id, data, layout, ...)`` call, ``{"id", "data", "layout"}``, with the
+    typed arrays (``{"dtype", "bdata", "shape"}``) decoded to NumPy arrays.
+
+    The page is parsed with the standard library's HTML parser (script elements) and JSON
+    decoder, so a figure whose data is not valid JSON fails here."""
+    import base64
+    import json
+    from html.parser import HTMLParser
+
+    class Scripts(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.scripts, self._in = [], False
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "script":
+                self._in = True
+                self.scripts.append("")
+
+        def handle_endtag(self, tag):
+            if tag == "script":
+                self._in = False
+
+        def handle_data(self, data):
+            if self._in:
+                self.scripts[-1] += data
+
+    def decode(value):
+        if isinstance(value, dict):
+            if set(value) >= {"dtype", "bdata"}:
+                arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+                if "shape" in value:
+                    shape = value["shape"]
+                    shape = [int(s) for s in shape.split(",")] if isinstance(shape, str) else shape
+                    arr = arr.reshape(shape)
+                return arr
+            return {k: decode(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [decode(v) for v in value]
+        return value
+
+    parser = Scripts()
+    parser.feed(page)
+    figures = []
+    decoder = json.JSONDecoder()
+    for script in parser.scripts:
+        start = 0
+        while (at := script.find("Plotly.newPlot(", start)) >= 0:
+            pos = at + len("Plotly.newPlot(")
+            args = []
+            for _ in range(3):
+                while script[pos] in " \n\t,":
+                    pos += 1
+                value, pos = decoder.raw_decode(script, pos)
+                args.append(value)
+            figures.append({"id": args[0], "data": decode(args[1]), "layout": decode(args[2])})
+            start = pos
+    return figures

@@ -98,7 +98,7 @@ def test_report_html(tmp_path, capsys, monkeypatch):
     assert f"runs/{cfg.config_hash()}/report.html" in out and str(tmp_path) not in out
     page = (tmp_path / "runs" / cfg.config_hash() / "report.html").read_text()
     assert page.count("plotly.js v") <= 2  # plotly.js inlined once (its banner)
-    assert page.count("Plotly.newPlot") == 3 and "<table" in page and "val_loss" in page
+    assert page.count("Plotly.newPlot") == 5 and "<table" in page and "val_loss" in page
     assert "src=\"https://cdn" not in page and len(page) > 1_000_000  # plotly.js inside
     with pytest.raises(SystemExit, match="invalid run id"):
         main(["report", "../x"])
@@ -117,4 +117,6 @@ def test_report_renders_in_chromium(tmp_path, monkeypatch):
     dom = subprocess.run(["/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
                           "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
                          capture_output=True, text=True, timeout=60).stdout
-    assert dom.count("main-svg") >= 3  # plotly drew its SVG for every figure
+    assert dom.count("main-svg") >= 5  # plotly drew its SVG for every figure (history, CM, t-SNE)
+    assert dom.count('class="hm"') == 1  # the confusion matrix heatmap was painted
+    assert dom.count('class="point"') >= 23  # one t-SNE marker per validation row of Iris

@@ -160,6 +160,26 @@ class EarlyStopping(Callback):
             for p, w in zip(_params(trainer), self.best_weights):
                 p.data[...] = w
 
+    def state(self) -> dict:
+        """Counters and best weights, so that patience spans a resume."""
+        out = {"monitor": self.monitor, "best": float(self.best),
+               "best_epoch": int(self.best_epoch), "wait": int(self.wait),
+               "stopped_epoch": int(self.stopped_epoch)}
+        for i, w in enumerate(self.best_weights or ()):
+            out[f"best_weights.{i}"] = w
+        return out
+
+    def load_state(self, state: dict) -> None:
+        if state.get("monitor") != self.monitor:
+            return  # another metric: start afresh
+        self.best = self._tracker.best = float(state["best"])
+        self.best_epoch = int(state["best_epoch"])
+        self.wait = int(state["wait"])
+        self.stopped_epoch = int(state["stopped_epoch"])
+        weights = [state[k] for k in sorted((k for k in state if k.startswith("best_weights.")),
+                                            key=lambda k: int(k.split(".")[1]))]
+        self.best_weights = [np.array(w, copy=True) for w in weights] or None
+
 
 class LRMonitor(Callback):
     """Record the learning rate of every epoch: ``lrs`` (list) and ``history`` (epoch, lr)."""
@@ -293,10 +313,22 @@ class ModelCheckpoint(Callback):
             raise ValueError(f"ModelCheckpoint: cannot format {self.template!r} ({e}); "
                              f"fields: {', '.join(fields)}") from None
         path.parent.mkdir(parents=True, exist_ok=True)
-        trainer.save_checkpoint(path)
         self.saved.append(path)
         if improved:
             self.best_path = path
+        trainer.save_checkpoint(path)  # after the bookkeeping: the file holds this state
+
+    def state(self) -> dict | None:
+        """The best monitored value so far (so ``save_best_only`` continues after a resume)."""
+        if self._tracker is None:
+            return None
+        return {"monitor": self.monitor, "best": float(self._tracker.best),
+                "best_path": str(self.best_path) if self.best_path is not None else None}
+
+    def load_state(self, state: dict) -> None:
+        if self._tracker is not None and state.get("monitor") == self.monitor:
+            self._tracker.best = float(state["best"])
+            self.best_path = Path(state["best_path"]) if state.get("best_path") else None
 
 
 class ProgressBar(Callback):
@@ -335,11 +367,15 @@ class ProgressBar(Callback):
         from tqdm.auto import tqdm
 
         total = self.total or (logs or {}).get("epochs")
-        self.bar = tqdm(total=total, unit="epoch", file=self.file, leave=self.leave,
-                        dynamic_ncols=True)
+        self.bar = tqdm(total=total, initial=(logs or {}).get("initial_epoch", 0), unit="epoch",
+                        file=self.file, leave=self.leave, dynamic_ncols=True)
 
     def on_epoch_end(self, trainer, epoch, logs):
-        if self.bar is None:
+        self.advance(1, logs)
+
+    def advance(self, epochs: int, logs: dict) -> None:
+        """Move the bar by ``epochs`` and show ``logs`` (the latest epoch's row)."""
+        if self.bar is None or epochs <= 0:
             return
         post = {}
         for key, label in (("train_loss", "loss"), ("val_loss", "val_loss"),
@@ -350,7 +386,7 @@ class ProgressBar(Callback):
         if not _is_missing(logs.get("lr")):
             post["lr"] = f"{float(logs['lr']):.3g}"
         self.bar.set_postfix(post, refresh=False)
-        self.bar.update(1)
+        self.bar.update(epochs)
 
     def on_train_end(self, trainer, logs=None):
         if self.bar is not None:

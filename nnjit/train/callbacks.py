@@ -4,7 +4,9 @@ A fit with callbacks runs one compiled call per epoch and calls the hooks in bet
 callbacks the whole fit is one compiled call. Hooks receive the trainer (Lightning style) and
 ``logs``, the epoch's history row as a dict (``epoch, train_loss, train_accuracy, val_loss,
 val_accuracy, lr, seconds``). A hook stops training by returning ``False`` from
-``on_epoch_end`` or by setting ``trainer.stop_training = True`` (Keras style).
+``on_epoch_end`` or by setting ``trainer.stop_training = True`` (Keras style). Epoch numbers
+are absolute and 1-based: a fit with ``initial_epoch=5`` starts with epoch 6 (Keras style).
+A callback whose counters must survive a resume returns them from :meth:`Callback.state`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,16 @@ class Callback:
 
     def on_train_end(self, trainer, logs: dict | None = None) -> None:
         """Once, after training stopped and the best weights (if any) were restored."""
+
+    def state(self) -> dict | None:
+        """What an exact resume of this callback needs (``None``: nothing). Checkpoints written
+        during a fit store it (:meth:`Trainer.save_checkpoint`): a dict of numbers (``inf``
+        allowed), strings, bools and NumPy arrays."""
+        return None
+
+    def load_state(self, state: dict) -> None:
+        """Take back what :meth:`state` returned; called after :meth:`on_train_begin` when a
+        fit continues (``initial_epoch``) from a checkpoint saved by the same callback class."""
 
 
 class LambdaCallback(Callback):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import sys
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,7 +22,7 @@ from nnjit.optim import Optimizer, get_optimizer
 from nnjit.optim.adam import Adam
 from nnjit.random import next_seed
 from nnjit.regularizers import Regularizer
-from nnjit.schedulers import ReduceLROnPlateau, Scheduler
+from nnjit.schedulers import PLATEAU_PARAMS, ReduceLROnPlateau, Scheduler
 from nnjit.train.callbacks import CallbackList
 from nnjit.train.threads import single_threaded_blas
 
@@ -86,6 +88,10 @@ class Trainer:
         self.stop_training = False  # a callback may set it to stop after the current epoch
         self._graph = None  # GraphStructure of the graph being trained on (graph models)
         self._graph_of = None  # the Graph it was built from
+        self._resume: dict | None = None  # fit state + callback states for initial_epoch
+        self._plateau: np.ndarray | None = None
+        self._fit_start = 0
+        self.initial_epoch_ = 0
 
     # -- compilation -----------------------------------------------------------------------------
     def _trace(self, n_features: int, max_batch: int):
@@ -259,7 +265,8 @@ class Trainer:
             n_iter_no_change: int | None = 10, monitor: str | None = None,
             restore_best: bool = True, verbose=True, callbacks=None, scheduler=None,
             grad_clip_norm: float | None = None, accumulation_steps: int = 1,
-            log_batches: bool = False) -> pd.DataFrame:
+            log_batches: bool = False, initial_epoch: int = 0,
+            schedule_epochs: int | None = None) -> pd.DataFrame:
         """Train for up to ``epochs`` epochs; validate every epoch when ``val`` is given.
 
         Early stopping follows scikit-learn's rule: an epoch counts as *no improvement* unless
@@ -277,8 +284,16 @@ class Trainer:
             monitor: ``"val_loss"`` (default with validation data), ``"val_accuracy"``, or
                 ``"train_loss"`` (default without).
             restore_best: restore the best validated weights at the end.
-            verbose: False/0 silent; True/1 a progress bar over the epochs when stderr is a
-                terminal, and one summary line; 2 one line per epoch.
+            verbose: False/0 silent (and, without callbacks, the plain single compiled
+                call); True/1 a progress bar over the epochs when stderr is a terminal, and one
+                summary line; 2 one line per epoch. Without callbacks, a verbose fit runs its
+                single compiled call in a worker thread while the main thread draws the bar.
+                Ctrl-C during a verbose or callback fit (in the main thread) stops training
+                after the current epoch: the history is kept, the best weights restored, the
+                callbacks (a run folder) finish, and ``fit`` returns with
+                ``stop_reason == "interrupted (KeyboardInterrupt)"``. A second Ctrl-C raises
+                KeyboardInterrupt in the Python code that is running (a slow callback); the
+                compiled epoch that is running always completes.
             callbacks: :class:`~nnjit.train.callbacks.Callback` objects, or callables
                 ``f(history_dataframe)`` run after every epoch; returning False stops training.
             scheduler: a learning-rate scheduler from :mod:`nnjit.schedulers`, applied inside
@@ -290,9 +305,20 @@ class Trainer:
             log_batches: also record every training batch (epoch, batch, lr, loss, accuracy)
                 in ``trainer.batch_history_``, a DataFrame (during the fit: up to the current
                 epoch, for callbacks).
+            initial_epoch: Keras' ``initial_epoch``: the epochs already done; training runs
+                epochs ``initial_epoch + 1 .. epochs`` (so ``epochs`` is the final epoch, not a
+                count), the scheduler continues at step ``initial_epoch * steps_per_epoch`` and
+                history rows and callbacks see the absolute epoch numbers. When the trainer
+                holds a fit state saved after exactly ``initial_epoch`` epochs (from
+                :meth:`load_checkpoint` or the previous fit), early stopping (best value, best
+                epoch, bad-epoch count, best weights), ReduceLROnPlateau and the callbacks'
+                :meth:`~nnjit.train.callbacks.Callback.state` continue from it, so 5 epochs then
+                ``fit(epochs=10, initial_epoch=5)`` equals 10 epochs bit for bit.
+            schedule_epochs: the epochs the scheduler's table spans (default ``epochs``); a
+                run trained in parts passes its total.
 
         Returns:
-            The history, a DataFrame with one row per epoch run: ``epoch, train_loss,
+            The history, a DataFrame with one row per epoch run in this call: ``epoch, train_loss,
             train_accuracy, val_loss, val_accuracy, lr, seconds``. ``history.attrs`` holds
             ``stop_reason``, ``best_epoch`` and ``restored_best``.
 
@@ -311,6 +337,15 @@ class Trainer:
             val = train.like("val") if hasattr(train, "like") else FullBatch(graph, "val")
         if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
             raise ValueError(f"fit: epochs must be an int >= 1, got {epochs!r}")
+        if (isinstance(initial_epoch, bool) or not isinstance(initial_epoch, (int, np.integer))
+                or not 0 <= initial_epoch < epochs):
+            raise ValueError(f"fit: initial_epoch must be an int in [0, epochs) = [0, {epochs}) "
+                             f"(epochs is the final epoch, as in Keras), got {initial_epoch!r}")
+        if schedule_epochs is not None and (isinstance(schedule_epochs, bool) or not isinstance(
+                schedule_epochs, (int, np.integer)) or schedule_epochs < 1):
+            raise ValueError(f"fit: schedule_epochs must be an int >= 1 or None, "
+                             f"got {schedule_epochs!r}")
+        epochs, initial_epoch = int(epochs), int(initial_epoch)
         tol = float(tol)
         if not np.isfinite(tol) or tol < 0:
             raise ValueError(f"fit: tol must be a finite number >= 0, got {tol!r}")
@@ -327,7 +362,7 @@ class Trainer:
             raise ValueError(f"fit: monitor='val_accuracy' needs a classification loss, "
                              f"not {type(self.loss).__name__}; use 'val_loss'")
         callbacks = list(callbacks or [])
-        if verbose == 1 or verbose is True:
+        if callbacks and (verbose == 1 or verbose is True):
             from nnjit.train.builtin_callbacks import ProgressBar
 
             if ProgressBar.default_enabled():  # a terminal: one bar over the epochs
@@ -379,16 +414,24 @@ class Trainer:
         cfg[it.C_RESTORE_BEST] = bool(restore_best)
         cfg[it.C_EPOCHS] = epochs
         per_epoch = bool(callbacks) or verbose == 2
+        # Without Python between epochs, a verbose fit runs its single compiled call in a worker
+        # thread; the main thread draws the progress and turns Ctrl-C into a stop request.
+        threaded = bool(verbose) and not per_epoch and _in_main_thread()
         cfg[it.C_CHUNK] = 1 if per_epoch else 0
         cfg[it.C_OPT_KIND] = self.optimizer.kind
         cfg[it.C_REG_COEF] = self.regularizer.coef if self.regularizer else 0.0
         cfg[it.C_REG_PER_BATCH] = bool(self.regularizer and self.regularizer.per_batch)
         cfg[it.C_CLIP_NORM] = grad_clip_norm or 0.0
         cfg[it.C_ACCUM_STEPS] = accumulation_steps
-        lr_table, plateau = self._schedule(scheduler, monitor, epochs,
-                                           -(-len(train) // accumulation_steps))
+        steps_per_epoch = -(-len(train) // accumulation_steps)
+        lr_table, plateau = self._schedule(scheduler, monitor, schedule_epochs or epochs,
+                                           steps_per_epoch)
         cfg[it.C_PLATEAU] = plateau.size > 0
 
+        saved = None
+        if initial_epoch:  # taken before the state is reset
+            saved = self._resume if self._resume is not None else (
+                {"fit": self.fit_state(), "callbacks": self.callback_states()})
         state = self._state
         state[:] = 0.0
         state[it.ST_STEP] = self.optimizer.iterations
@@ -396,6 +439,11 @@ class Trainer:
         state[it.ST_BEST_EPOCH] = -1
         state[it.ST_JOB] = -1
         state[it.ST_LR] = self.optimizer.lr
+        state[it.ST_EPOCH] = initial_epoch
+        state[it.ST_FIT_STEP] = initial_epoch * steps_per_epoch
+        self._plateau, self._monitor_code = plateau, MONITORS[monitor]
+        carried = self._carry_fit_state(initial_epoch, plateau, saved) if initial_epoch else None
+        self._fit_start = self.initial_epoch_ = initial_epoch
         history = np.zeros((epochs, len(it.HISTORY_COLUMNS)), dtype=np.float64)
         batch_log = (np.zeros((epochs * len(train), len(it.BATCH_COLUMNS))) if log_batches
                      else None)
@@ -407,6 +455,8 @@ class Trainer:
         perm = self._perm
         opt_hyper = self.optimizer.hyper_vector()
 
+        stop = _StopRequest(state)
+
         def on_epoch():
             self.optimizer.iterations = int(state[it.ST_STEP])  # checkpoints see the real count
             self.history_ = frame = self._history_frame(history, state, monitor)
@@ -414,41 +464,58 @@ class Trainer:
             logs = frame.iloc[-1].to_dict()
             if verbose == 2:
                 print(_epoch_line(logs))
-            epoch = len(frame)
+            epoch = int(state[it.ST_EPOCH])  # absolute (1-based), as in Keras
             keep_going = callbacks.on_epoch_end(self, epoch, logs) is not False
-            keep_going = keep_going and not self.stop_training
+            keep_going = keep_going and not self.stop_training and not stop.requested
             if keep_going and epoch < epochs:
                 callbacks.on_epoch_begin(self, epoch + 1)
             return keep_going
 
         self._set_training(True)
         self.stop_training = False
-        callbacks.on_train_begin(self, {"epochs": epochs})
-        callbacks.on_epoch_begin(self, 1)
+        self._callbacks = callbacks
+        callbacks.on_train_begin(self, {"epochs": epochs, "initial_epoch": initial_epoch})
+        if carried is not None:
+            self._load_callback_states(callbacks, carried)
+        callbacks.on_epoch_begin(self, initial_epoch + 1)
         status = None
         interrupted = False
-        try:
+        accum = (np.empty(program.n_params, self.dtype) if accumulation_steps > 1
+                 else self._empty(0).reshape(0))
+
+        def run():
             with single_threaded_blas():
-                accum = (np.empty(program.n_params, self.dtype) if accumulation_steps > 1
-                         else self._empty(0).reshape(0))
-                status = program.run(
+                return program.run(
                     it.TASK_FIT, (X, Y, Xv, Yv, perm),
                     (cfg, opt_hyper, self.optimizer.state, self._reg_spans, lr_table, plateau,
                      accum),
                     state, self._best, history, self._empty(1),
                     on_pause=on_epoch if per_epoch else None, batch_log=batch_log)
+
+        try:
+            if threaded:
+                status = self._run_in_worker(run, stop, history, state, epochs, initial_epoch,
+                                             verbose)
+            elif per_epoch:
+                with stop.on_sigint():  # Ctrl-C: stop after the current epoch
+                    status = run()
+            else:
+                status = run()  # the plain single compiled call
         except KeyboardInterrupt:
-            # Ctrl-C: Python sees it when a compiled call returns, i.e. between epochs when the
-            # fit is chunked (callbacks, progress bar). Stop cleanly: the epoch that ran is kept,
-            # the best weights are restored and the callbacks (a run folder) finish normally.
+            # A KeyboardInterrupt raised by a callback (or by Python code when no stop handler
+            # could be installed) between epochs: stop cleanly, the epochs that ran are kept, the
+            # best weights restored and the callbacks (a run folder) finish normally.
             if state[it.ST_JOB] >= 0:  # interrupted inside a Python op: the epoch is incomplete
                 raise
             interrupted = True
         finally:
             self.optimizer.iterations = int(state[it.ST_STEP])
             self._set_training(False)
+            if stop.requested and state[it.ST_STOPPED] == _STOP_REQUESTED:
+                state[it.ST_STOPPED] = 0.0  # a Ctrl-C is not early stopping: a resume goes on
             self.history_ = self._history_frame(history, state, monitor)
             self._batch_frame(state)
+        interrupted = interrupted or stop.requested
         if status == st.PAUSED or interrupted:  # stopped early: apply the best-weights rule
             it._restore_best(cfg, state, program.params, self._best)
             self.history_.attrs["restored_best"] = bool(state[it.ST_RESTORED])
@@ -457,9 +524,119 @@ class Trainer:
         if callbacks:  # (building the logs costs pandas work a plain fit should not pay)
             callbacks.on_train_end(self, self.history_.iloc[-1].to_dict()
                                    if len(self.history_) else {})
+        self._resume = None  # a later fit(initial_epoch=...) continues from the live state
         if verbose:
             print(_summary_line(self.history_, patience, tol))
         return self.history_
+
+    def _run_in_worker(self, run, stop, history, state, epochs, initial_epoch, verbose):
+        """Run the single compiled call ``run`` in a worker thread (it releases the GIL) while
+        this (main) thread draws the progress bar from the history rows already written and
+        turns Ctrl-C into a stop request that the compiled loop honours after the current epoch.
+        """
+        import threading
+
+        from nnjit.train.builtin_callbacks import ProgressBar
+
+        bar = ProgressBar() if verbose == 1 or verbose is True else ProgressBar(verbose=0)
+        bar.on_train_begin(self, {"epochs": epochs, "initial_epoch": initial_epoch})
+        outcome = {}
+
+        def work():
+            try:
+                outcome["status"] = run()
+            except BaseException as e:  # re-raised in the main thread
+                outcome["error"] = e
+
+        worker = threading.Thread(target=work, name="nnjit-fit", daemon=True)
+        shown = initial_epoch
+        try:
+            with stop.on_sigint():
+                worker.start()
+                while worker.is_alive():
+                    worker.join(_POLL_SECONDS)
+                    shown = _show_rows(bar, self, history, state, shown)
+        finally:
+            while worker.is_alive():  # never leave the arrays to a running loop
+                stop.request()
+                worker.join(_POLL_SECONDS)
+            shown = _show_rows(bar, self, history, state, shown)
+            bar.on_train_end(self)
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["status"]
+
+    # -- fit state (exact resume) ----------------------------------------------------------------
+    def fit_state(self) -> dict | None:
+        """What a checkpoint needs to continue this trainer's fit exactly, or None before any
+        fit: ``epoch``, ``fit_step``, ``best``, ``best_epoch``, ``bad_epochs``, ``stopped``,
+        ``lr``, ``monitor`` (scalars), ``plateau`` (ReduceLROnPlateau's parameters and state;
+        empty without it) and ``best_params`` (the best-weights snapshot; empty when not kept).
+        """
+        if self.program is None or getattr(self, "_plateau", None) is None:
+            return None
+        state = self._state
+        keep_best = (self._cfg[it.C_RESTORE_BEST] != 0.0 and state[it.ST_BEST_EPOCH] >= 0
+                     and self._monitor_code != it.MONITOR_TRAIN_LOSS)
+        return {
+            "epoch": float(state[it.ST_EPOCH]), "fit_step": float(state[it.ST_FIT_STEP]),
+            "best": float(state[it.ST_BEST]), "best_epoch": float(state[it.ST_BEST_EPOCH]),
+            "bad_epochs": float(state[it.ST_BAD_EPOCHS]),
+            "stopped": float(state[it.ST_STOPPED] == 1.0), "lr": float(state[it.ST_LR]),
+            "monitor": float(self._monitor_code),
+            "plateau": np.array(self._plateau, dtype=np.float64),
+            "best_params": (np.array(self._best, copy=True) if keep_best
+                            else np.zeros(0, dtype=self.dtype)),
+        }
+
+    def _carry_fit_state(self, initial_epoch: int, plateau: np.ndarray, saved):
+        """Continue early stopping, the plateau rule and the best snapshot from the saved fit
+        state when it was taken after ``initial_epoch`` epochs; returns it (None otherwise)."""
+        import warnings
+
+        fit = saved.get("fit")
+        if fit is None:  # no fit yet, or a checkpoint written before fit states existed
+            return None
+        if int(fit["epoch"]) != initial_epoch or int(fit["monitor"]) != self._monitor_code:
+            why = (f"was saved after epoch {int(fit['epoch'])}"
+                   if int(fit["epoch"]) != initial_epoch else "monitors another metric")
+            warnings.warn(f"fit: initial_epoch={initial_epoch} but the trainer's saved fit state "
+                          f"{why}: early stopping, ReduceLROnPlateau and callback states start "
+                          "afresh", stacklevel=3)
+            return None
+        state = self._state
+        state[it.ST_FIT_STEP] = fit["fit_step"]
+        state[it.ST_BEST] = fit["best"]
+        state[it.ST_BEST_EPOCH] = fit["best_epoch"]
+        state[it.ST_BAD_EPOCHS] = fit["bad_epochs"]
+        state[it.ST_STOPPED] = fit["stopped"]
+        saved_plateau = fit["plateau"]
+        if plateau.size and saved_plateau.size == plateau.size:
+            plateau[len(PLATEAU_PARAMS):] = saved_plateau[len(PLATEAU_PARAMS):]
+            state[it.ST_LR] = fit["lr"]
+        best = fit["best_params"]
+        if best.size == self._best.size:
+            self._best[:] = best
+        return saved
+
+    def _load_callback_states(self, callbacks, saved) -> None:
+        states = saved.get("callbacks") or {}
+        for key, cb in _callback_keys(callbacks):
+            if key in states:
+                cb.load_state(states[key])
+
+    def callback_states(self) -> dict:
+        """``{key: state}`` of the current fit's callbacks that have a state (see
+        :meth:`Callback.state`); keys are class names, with ``#2``, ``#3`` for repeats."""
+        callbacks = getattr(self, "_callbacks", None)
+        if not callbacks:
+            return {}
+        out = {}
+        for key, cb in _callback_keys(callbacks):
+            state = cb.state()
+            if state is not None:
+                out[key] = state
+        return out
 
     def _schedule(self, scheduler, monitor: str, epochs: int, steps_per_epoch: int):
         """(lr_table, plateau) arrays for the compiled loop; empty arrays mean "not used"."""
@@ -492,8 +669,10 @@ class Trainer:
     def _history_frame(self, history, state, monitor) -> pd.DataFrame:
         import pandas as pd
 
-        n = int(state[it.ST_EPOCH])
-        arrays = [history[:n, i] for i in range(len(it.HISTORY_COLUMNS))]
+        start = self._fit_start
+        end = max(int(state[it.ST_EPOCH]), start)
+        n = end - start
+        arrays = [history[start:end, i] for i in range(len(it.HISTORY_COLUMNS))]
         arrays[it.H_EPOCH] = arrays[it.H_EPOCH].astype(np.int64)
         if not self.loss.is_classification:  # accuracy is undefined for regression
             arrays[it.H_TRAIN_ACC] = np.full(n, np.nan)
@@ -506,7 +685,8 @@ class Trainer:
         best = int(state[it.ST_BEST_EPOCH])
         frame.attrs.update(
             monitor=monitor,
-            best_epoch=best + 1 if best >= 0 else None,
+            best_epoch=best + 1 if best >= 0 else None,  # absolute, 1-based
+            best_value=float(state[it.ST_BEST]) if best >= 0 else None,
             restored_best=bool(state[it.ST_RESTORED]),
             stop_reason=("early stopping: " + monitor + " did not improve")
             if state[it.ST_STOPPED] else "reached the epoch limit",
@@ -643,25 +823,49 @@ class Trainer:
 
     # -- checkpoints -----------------------------------------------------------------------------
     def save_checkpoint(self, path, metadata: dict | None = None) -> None:
-        """Write weights, optimizer state (moments, step count) and RNG state to a ``.nne`` file,
-        with optional extra JSON ``metadata`` (e.g. the epoch)."""
+        """Write weights, optimizer state (moments, step count), RNG and shuffle state, the fit
+        state (:meth:`fit_state`: epochs done, scheduler step, early-stopping counters, the
+        plateau rule, the best-weights snapshot) and the current fit's callback states to a
+        ``.nne`` file, with optional extra JSON ``metadata`` (e.g. the epoch).
+
+        Loading it and calling ``fit(..., epochs=N, initial_epoch=<epochs done>)`` continues
+        exactly where the fit was (bit for bit, same RNG and shuffle order)."""
         from nnjit.train.checkpoint import save_module
 
-        rng = self.program.rng if self.program is not None else None
+        rng = self.program.rng if self.program is not None else self._pending_rng
+        pending = self._resume  # loaded from a checkpoint and not fitted since: keep it
         save_module(self.model, path, optimizer=self.optimizer, rng_state=rng,
-                    shuffle_order=self._perm, metadata=metadata)
+                    shuffle_order=self._perm, metadata=metadata,
+                    fit_state=pending["fit"] if pending is not None else self.fit_state(),
+                    callback_states=(pending["callbacks"] if pending is not None
+                                     else self.callback_states()))
 
     def load_checkpoint(self, path) -> None:
         """Restore what :meth:`save_checkpoint` wrote; the model must have the same shape.
+
+        The fit state and callback states are kept for the next ``fit(initial_epoch=...)``;
+        a file without them (older nnjit) loads too, and that fit then starts early stopping
+        and ReduceLROnPlateau afresh (the scheduler table still continues at
+        ``initial_epoch * steps_per_epoch``).
 
         Raises:
             StateMismatchError: listing every missing, unexpected or mis-shaped tensor.
             NNEFormatError: the file is not a valid ``.nne`` file.
         """
-        from nnjit.train.checkpoint import OPTIMIZER, RNG, params_group
+        from nnjit.train.checkpoint import (
+            OPTIMIZER,
+            RNG,
+            params_group,
+            unpack_callbacks,
+            unpack_fit,
+        )
         from nnjit.train.nne import NNEFormatError, load_nne
 
         nne = load_nne(path)
+        fit = unpack_fit(nne)
+        if fit is not None and fit["best_params"].size not in (0, self.model.num_parameters()):
+            raise NNEFormatError(f"{path}: fit state's best_params has {fit['best_params'].size} "
+                                 f"values, the model has {self.model.num_parameters()}")
         state = nne.groups.get(OPTIMIZER, {}).get("state")
         if state is not None:  # check everything before changing anything
             info = nne.metadata.get("optimizer", {})
@@ -683,6 +887,7 @@ class Trainer:
             self._pending_rng = np.array(rng["state"], dtype=np.int64)
             if self.program is not None:
                 self.program.rng[:] = self._pending_rng
+        self._resume = {"fit": fit, "callbacks": unpack_callbacks(nne)}
 
     def __repr__(self) -> str:
         return (f"Trainer(model={type(self.model).__name__}, optimizer={self.optimizer!r}, "
@@ -690,6 +895,76 @@ class Trainer:
 
 
 JITCompiler = Trainer
+
+#: ``state[ST_STOPPED]`` value of a stop request (Ctrl-C); early stopping writes 1.0. The
+#: compiled loop checks this field before every epoch, so the request is honoured once the
+#: current epoch (with its validation and best-weights bookkeeping) is complete.
+_STOP_REQUESTED = 2.0
+_POLL_SECONDS = 0.05  # how often the main thread looks at a threaded fit's progress
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+class _StopRequest:
+    """Ctrl-C during a fit: ask the compiled loop to stop after the current epoch."""
+
+    def __init__(self, state: np.ndarray):
+        self.state = state
+        self.requested = False
+
+    def request(self) -> None:
+        self.requested = True
+        if self.state[it.ST_STOPPED] == 0.0:
+            self.state[it.ST_STOPPED] = _STOP_REQUESTED
+
+    @contextlib.contextmanager
+    def on_sigint(self):
+        """While inside, SIGINT requests a stop; a second one raises KeyboardInterrupt in the
+        Python code that runs (fit treats it as a stop between epochs). Only in the main
+        thread, and only when SIGINT has Python's default handler."""
+        import signal
+
+        if not _in_main_thread() or signal.getsignal(signal.SIGINT) is not \
+                signal.default_int_handler:
+            yield
+            return
+
+        def handler(signum, frame):
+            if self.requested:
+                signal.default_int_handler(signum, frame)
+            print("\nfit: interrupted (Ctrl-C): stopping after the current epoch; the history is "
+                  "kept and the best weights restored", file=sys.stderr, flush=True)
+            self.request()
+
+        previous = signal.signal(signal.SIGINT, handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _show_rows(bar, trainer, history, state, shown: int) -> int:
+    """Feed the history rows the compiled loop finished since ``shown`` to the progress bar."""
+    done = int(state[it.ST_EPOCH])  # rows below it are complete (the row is written first)
+    if bar.bar is not None and done > shown:  # one bar update per poll, with the latest row
+        logs = dict(zip(it.HISTORY_COLUMNS, history[done - 1].tolist()))
+        if not trainer.loss.is_classification:
+            logs["train_accuracy"] = logs["val_accuracy"] = float("nan")
+        bar.advance(done - shown, logs)
+    return max(done, shown)
+
+
+def _callback_keys(callbacks):
+    """``(key, callback)`` pairs: the class name, ``Name#2`` for its second instance, ..."""
+    seen: dict[str, int] = {}
+    for cb in callbacks.callbacks:
+        name = type(cb).__name__
+        seen[name] = seen.get(name, 0) + 1
+        yield (name if seen[name] == 1 else f"{name}#{seen[name]}"), cb
 
 
 @functools.cache
@@ -719,7 +994,8 @@ def _summary_line(history: pd.DataFrame, patience: int, tol: float) -> str:
     best = history.attrs.get("best_epoch")
     monitor = history.attrs.get("monitor")
     if best is not None and monitor in history.columns:
-        text += f"; best {monitor} {history[monitor].iloc[best - 1]:.4f} at epoch {best}"
+        value = history.attrs.get("best_value")  # the best epoch may precede initial_epoch
+        text += f"; best {monitor} {value:.4f} at epoch {best}"
         if history.attrs.get("restored_best"):
             text += " (weights restored)"
     return text

@@ -263,6 +263,10 @@ def test_tsne_two_d_coordinates_per_class():
     assert coords.shape == (36, 2) and np.isfinite(coords).all()
     np.testing.assert_allclose(fig.data[0].x, coords[labels == 0, 0])
     np.testing.assert_allclose(fig.data[1].y, coords[labels == 1, 1])
+    free = viz.tsne_coordinates(logits, perplexity=8, seed=0, threads=None)  # sklearn's threads
+    assert free.shape == (36, 2) and np.isfinite(free).all()
+    short = viz.tsne_coordinates(logits, perplexity=8, seed=0, max_iter=250)
+    assert short.shape == (36, 2) and not np.allclose(short, coords)
 
 
 def test_tsne_errors_and_missing_sklearn(monkeypatch):
@@ -273,6 +277,8 @@ def test_tsne_errors_and_missing_sklearn(monkeypatch):
         viz.tsne(X, np.zeros(9), perplexity=3)
     with pytest.raises(ValueError, match="2-D"):
         viz.tsne(np.zeros(10), None)
+    with pytest.raises(ValueError, match="max_iter must be an int >= 250"):
+        viz.tsne(X, None, perplexity=3, max_iter=100)
     monkeypatch.setitem(sys.modules, "sklearn.manifold", None)
     with pytest.raises(ImportError, match=r"pip install 'nnjit\[viz\]'"):
         viz.tsne(X, None, perplexity=3)

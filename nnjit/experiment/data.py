@@ -1,0 +1,80 @@
+"""The data of a run: a built-in data set name or a CSV path, split the same way every time.
+
+``nnjit train`` trains on :func:`load_run_data`'s ``train`` part and validates on its ``val``
+part; ``nnjit report`` loads the same split again (same seed) to draw the best checkpoint's
+confusion matrix and t-SNE on the evaluation rows (``test`` when there are any, else ``val``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+__all__ = ["RunData", "load_run_data"]
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RunData:
+    """Train / validation / test arrays of a run (``X_test`` may have no rows)."""
+
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_val: np.ndarray
+    y_val: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    class_names: tuple[str, ...] | None
+    source: str
+
+    def evaluation(self) -> tuple[np.ndarray, np.ndarray, str]:
+        """``(X, y, name)``: the test part when it has rows, else the validation part."""
+        if len(self.X_test):
+            return self.X_test, self.y_test, "test"
+        return self.X_val, self.y_val, "validation"
+
+
+def is_csv(spec: str) -> bool:
+    return os.path.splitext(spec)[1].lower() == ".csv" or os.path.isfile(spec)
+
+
+def load_run_data(spec: str, regression: bool, seed: int, target: str | None = None,
+                  val: float = 0.15) -> RunData:
+    """Load ``spec`` (a built-in data set name or a CSV path) and split it.
+
+    A built-in data set is split ``1 - val`` / ``val`` (stratified, ``seed``) and standardised
+    with the training part's statistics. A CSV goes through
+    :meth:`~nnjit.data.tabular.TabularDataset.from_dataframe` with ``target`` (default: the last
+    column), ``val`` and no test part.
+
+    Raises:
+        FileNotFoundError: no such CSV file. ValueError: unknown name or column.
+    """
+    import nnjit as nn
+
+    if is_csv(spec):
+        import pandas as pd
+
+        from nnjit.data.tabular import TabularDataset
+
+        if not os.path.isfile(spec):
+            raise FileNotFoundError(f"no such CSV file: {spec}")
+        df = pd.read_csv(spec)
+        target = target or df.columns[-1]
+        if target not in df.columns:
+            raise ValueError(f"no column {target!r} in {spec}; columns: "
+                             f"{', '.join(map(str, df.columns))}")
+        ds = TabularDataset.from_dataframe(df, None, target,
+                                           task="regression" if regression else "classification",
+                                           val=val, test=0.0, seed=seed)
+        names = None if ds.classes is None else tuple(str(c) for c in ds.classes)
+        return RunData(ds.X_train, ds.y_train, ds.X_val, ds.y_val, ds.X_test, ds.y_test, names,
+                       spec)
+    data = nn.datasets.load(spec)
+    X, y = data
+    X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
+    X_fit, X_val, y_fit, y_val = nn.datasets.train_test_split(X, y, val, seed=seed)
+    X_fit, X_val = nn.datasets.standardize(X_fit, X_val)
+    names = tuple(getattr(data, "target_names", ()) or ()) or None
+    return RunData(X_fit, y_fit, X_val, y_val, X_fit[:0], y_fit[:0], names, spec)
