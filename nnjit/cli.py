@@ -72,6 +72,8 @@ def _load_data(spec: str, config, target: str | None, seed: int):
         raise SystemExit(f"nnjit train: {e}") from None
     except ValueError as e:
         raise SystemExit(f"nnjit train: {e} (or give a path to a .csv file)") from None
+    if hasattr(data, "graph"):  # a graph: full batch on its own train / val masks
+        return data.graph, None, None, None
     return data.X_train, data.y_train, data.X_val, data.y_val
 
 

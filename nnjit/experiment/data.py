@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-__all__ = ["RunData", "load_run_data"]
+__all__ = ["GraphRunData", "RunData", "load_run_data"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -35,13 +35,48 @@ class RunData:
         return self.X_val, self.y_val, "validation"
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class GraphRunData:
+    """A graph run's data: one graph, trained on its ``train_mask`` (full batch) and validated
+    on its ``val_mask``; evaluated on its ``test_mask`` (else ``val_mask``)."""
+
+    graph: object  # nnjit.data.graph.Graph
+    class_names: tuple[str, ...] | None
+    source: str
+
+    def evaluation(self):
+        """``(FullBatch of the evaluation mask, its labels, name)``."""
+        from nnjit.data.full_batch import FullBatch
+
+        g = self.graph
+        name = "test" if g.test_mask is not None and g.test_mask.any() else "val"
+        batch = FullBatch(g, name)
+        return batch, g.y[batch.mask], name
+
+
+def graph_from_dataset(dataset):
+    """A :class:`~nnjit.data.graph.Graph` of a built-in graph data set, with PyG's
+    ``NormalizeFeatures`` (rows sum to 1) applied to its bag-of-words features, kept sparse."""
+    import scipy.sparse as sp
+
+    from nnjit.data.graph import Graph
+
+    x = sp.csr_matrix(dataset.x, dtype=np.float32)
+    sums = np.asarray(x.sum(axis=1)).ravel()
+    x = sp.diags(1.0 / np.where(sums > 0, sums, 1.0)).astype(np.float32) @ x
+    return Graph.from_arrays(x, dataset.edge_index, dataset.y, dataset.train_mask,
+                             dataset.val_mask, dataset.test_mask)
+
+
 def is_csv(spec: str) -> bool:
     return os.path.splitext(spec)[1].lower() == ".csv" or os.path.isfile(spec)
 
 
 def load_run_data(spec: str, regression: bool, seed: int, target: str | None = None,
-                  val: float = 0.15) -> RunData:
+                  val: float = 0.15) -> RunData | GraphRunData:
     """Load ``spec`` (a built-in data set name or a CSV path) and split it.
+
+    A built-in graph data set (``"cora"``) comes back as :class:`GraphRunData` (its own masks).
 
     A built-in data set is split ``1 - val`` / ``val`` (stratified, ``seed``) and standardised
     with the training part's statistics. A CSV goes through
@@ -72,6 +107,9 @@ def load_run_data(spec: str, regression: bool, seed: int, target: str | None = N
         return RunData(ds.X_train, ds.y_train, ds.X_val, ds.y_val, ds.X_test, ds.y_test, names,
                        spec)
     data = nn.datasets.load(spec)
+    if isinstance(data, nn.datasets.GraphDataset):
+        names = tuple(getattr(data, "target_names", ()) or ()) or None
+        return GraphRunData(graph_from_dataset(data), names, spec)
     X, y = data
     X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
     X_fit, X_val, y_fit, y_val = nn.datasets.train_test_split(X, y, val, seed=seed)

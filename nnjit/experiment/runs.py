@@ -294,6 +294,12 @@ class Run:
         """The network outputs (logits for classification) of a checkpoint's weights on ``X``,
         ``(len(X), out_dim)``: a model built from ``run.yaml``, compiled for ``X``, loaded."""
         trainer = self.build_trainer()
+        from nnjit.data.full_batch import FullBatch
+
+        if isinstance(X, FullBatch):  # a graph: every node's outputs, then the mask's rows
+            trainer._graph_features(X, "Run.checkpoint_outputs", require_fitted=False)
+            trainer.load_checkpoint(self.checkpoint(phase))
+            return trainer.predict_outputs(X.graph)[X.mask]
         X = np.ascontiguousarray(np.asarray(X).reshape(len(X), -1), dtype=trainer.dtype)
         trainer._compile(X, None, max(1, min(len(X), 256)), "Run.checkpoint_outputs")
         trainer.load_checkpoint(self.checkpoint(phase))
@@ -413,6 +419,9 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
               name: str | None = None, log_batches: bool = False, metadata: dict | None = None):
     """Train ``config`` on the data as a run under ``root``; returns ``(run, trainer, history)``.
 
+    ``X`` may be a :class:`nnjit.Graph` (with ``y=None``): a graph net (``Nets.GRAPH_*``) then
+    trains full batch on its ``train_mask`` and validates on its ``val_mask``.
+
     Args:
         resume: ``None`` to start from scratch, or a :class:`Checkpoints` phase (``LAST`` or
             ``BEST``) to continue the existing run from: weights, optimizer, RNG, shuffle
@@ -443,8 +452,12 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
     if n < 1:
         raise ValueError(f"train_run: nothing to train: run {run.display} has {start} of "
                          f"{tc.epochs} epochs done (pass epochs= to train more)")
+    from nnjit.data.graph import Graph
+
+    graph = X if isinstance(X, Graph) else None  # full batch, its masks (y and X_val unused)
     val = (X_val, y_val) if X_val is not None else None
-    monitor = tc.monitor or ("val_loss" if val is not None else "train_loss")
+    has_val = val is not None or (graph is not None and graph.val_mask is not None)
+    monitor = tc.monitor or ("val_loss" if has_val else "train_loss")
     extra = []
     kwargs = {}
     mode_ok = tc.mode == "auto" or tc.mode == ("max" if monitor == "val_accuracy" else "min")
@@ -456,10 +469,11 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
         kwargs["n_iter_no_change"] = None
         extra.append(EarlyStopping(monitor, tc.mode, tc.patience, tc.min_delta,
                                    restore_best_weights=tc.restore_best))
-    if monitor in MONITORS and (val is not None or not monitor.startswith("val_")):
+    if monitor in MONITORS and (has_val or not monitor.startswith("val_")):
         kwargs.setdefault("monitor", monitor)
     scheduler = config.scheduler.build() if config.scheduler is not None else None
-    loader = DataLoader(X, y, batch_size=tc.batch_size, shuffle=tc.shuffle)
+    loader = graph if graph is not None else DataLoader(X, y, batch_size=tc.batch_size,
+                                                         shuffle=tc.shuffle)
     # Callbacks with a state (EarlyStopping, ...) see each epoch before the run writes its
     # checkpoints, so LAST holds their state after that epoch; the others run after the run's.
     callbacks = list(callbacks)
@@ -583,16 +597,16 @@ def _evaluation_figures(run: Run, data, class_names):
     k = max(int(y_true.max()), int(pred.max()), logits.shape[1] - 1) + 1
     names = list(class_names) if class_names is not None and len(class_names) == k else None
     epoch = run.checkpoint_epoch(phase)
-    label = f"{phase.value} checkpoint (epoch {epoch}), {where} data, {len(X)} rows"
+    label = f"{phase.value} checkpoint (epoch {epoch}), {where} data, {len(y)} rows"
     figures = [(f"Confusion matrix: {label}",
                 confusion_matrix(y_true, pred, labels=list(range(k)), target_names=names))]
     report = classification_report(y_true, pred, target_names=names,
                                    labels=list(range(k)))
     tables = [f"<h2>Classification report: {label}</h2>"
               + report.to_html(float_format=lambda v: f"{v:.3f}", classes="report")]
-    rows = np.arange(len(X))
+    rows = np.arange(len(y))
     if len(rows) > REPORT_TSNE_ROWS:
-        rows = np.sort(np.random.default_rng(0).choice(len(X), REPORT_TSNE_ROWS, replace=False))
+        rows = np.sort(np.random.default_rng(0).choice(len(y), REPORT_TSNE_ROWS, replace=False))
     if len(rows) >= 5:
         perplexity = float(min(30.0, (len(rows) - 1) / 3))
         figures.append((f"t-SNE of the logits: {label}",

@@ -699,7 +699,7 @@ class Trainer:
             raise RuntimeError(f"Trainer.{what}() called before fit(): the model is not compiled "
                                "or trained yet; call fit() first")
 
-    def _graph_features(self, data, what: str):
+    def _graph_features(self, data, what: str, require_fitted: bool = True):
         """For a Graph (or its FullBatch): trace on it if needed and return the batch input;
         None for other data."""
         from nnjit.data.full_batch import FullBatch
@@ -709,7 +709,8 @@ class Trainer:
             data = FullBatch(data)
         if not isinstance(data, FullBatch):
             return None
-        self._require_fitted(what)
+        if require_fitted:
+            self._require_fitted(what)
         self._use_graph(data)
         X = data.features(self.dtype)
         self._compile(X, None, data.batch_size, what)
