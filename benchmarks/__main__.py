@@ -1,8 +1,9 @@
 """Run the whole benchmark suite: ``python -m benchmarks [--quick] [--only NAMES] [--out-dir DIR]``.
 
-Runs ``core``, ``seed_table``, ``scale``, ``memory``, ``parallel`` and ``gnn_sampled`` in turn,
-each in its own fresh Python process (``python -m benchmarks.<name>``: no benchmark inherits another's imports, numba caches
-or environment changes), printing each one's tables and writing its JSON to
+Runs ``core``, ``seed_table``, ``scale``, ``memory``, ``parallel``, ``gnn`` and ``gnn_sampled``
+in turn, each in its own fresh Python process (``python -m benchmarks.<name>``: no benchmark
+inherits another's imports, numba caches or environment changes), printing each one's tables and
+writing its JSON to
 ``benchmarks/results/<name>.json`` (or ``DIR/<name>.json``). A benchmark whose module is missing is
 skipped with a message; a failing one does not stop the others, but the exit status is 1.
 
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from benchmarks._common import REPO_ROOT, fmt_time, print_table
 
-BENCHMARKS = ("core", "seed_table", "scale", "memory", "parallel", "gnn_sampled")
+BENCHMARKS = ("core", "seed_table", "scale", "memory", "parallel", "gnn", "gnn_sampled")
 
 #: Arguments standing in for ``--quick`` for benchmarks whose command line has no such flag.
 QUICK_FALLBACK = {"core": ["--cold-runs", "1", "--warm-runs", "1", "--epochs", "2",

@@ -29,6 +29,7 @@ EXPECTED_KEYS = {
     "scale": {"gemm", "scale", "batch_sweep"},
     "memory": {"nrt", "rss", "threads", "blas_threads_inside_fits"},
     "parallel": {"kernels", "families", "thresholds", "threads", "compile"},
+    "gnn": {"models", "targets", "compile", "skipped"},
     "gnn_sampled": {"summary", "memory"},
 }
 
@@ -98,3 +99,23 @@ def test_gnn_sampled_json_reports_throughput_and_memory(suite):
     data = json.loads((out / "gnn_sampled.json").read_text())
     assert data["summary"]["nnjit"]["seeds_per_s"] > 0
     assert set(data["memory"]["arena_bytes"]) == {"big", "small"}
+
+
+def test_gnn_json_has_the_reported_numbers(suite):
+    out, _ = suite
+    data = json.loads((out / "gnn.json").read_text())
+    assert data["config"]["quick"] is True
+    assert set(data["models"]) == {"gcn", "sage", "gat"}
+    for name, model in data["models"].items():
+        per = model["contenders"]
+        assert "nnjit" in per
+        # PyG runs when importable, and is listed as skipped (with the reason) otherwise.
+        assert ("PyG" in per) != ("PyG" in data["skipped"])
+        for entry in per.values():
+            assert entry["epoch_s"]["median"] > 0 and entry["epoch_s"]["n"] == 1
+            assert 0.0 <= entry["test_acc_mean"] <= 1.0
+            assert entry["runs"][0]["epochs"] == data["config"]["epochs"]
+    assert ("JAX scan" in data["models"]["gcn"]["contenders"]) != ("JAX scan" in data["skipped"])
+    kinds = {(t["model"], t["what"]) for t in data["targets"]}
+    assert len(kinds) == 7 and {t["status"] for t in data["targets"]} <= {"PASS", "MISS",
+                                                                          "not run"}
