@@ -204,7 +204,7 @@ def main(argv=None) -> int:
     p_train = sub.add_parser("train", help="train a run from a RunConfig YAML file")
     p_train.add_argument("config", help="RunConfig YAML file")
     p_train.add_argument("--data", help="built-in data set name (iris, digits, "
-                         "olivetti_faces) or a CSV path; default: the config's 'data'")
+                         "olivetti_faces, cora) or a CSV path; default: the config's 'data'")
     p_train.add_argument("--target", help="CSV target column (default: the last one)")
     p_train.add_argument("--root", default="runs", help="runs root folder (default: runs)")
     p_train.add_argument("--resume", choices=["last", "best"],
@@ -221,10 +221,18 @@ def main(argv=None) -> int:
     p_report.add_argument("id", help="run id")
     p_report.add_argument("--root", default="runs", help="runs root folder (default: runs)")
     p_report.add_argument("-o", "--output", help="HTML file (default: <run>/report.html)")
-    p_bench = sub.add_parser("bench", help="run the benchmarks (python -m benchmarks)")
+    p_bench = sub.add_parser("bench", help="run the benchmarks (python -m benchmarks)",
+                             description="Run python -m benchmarks with every argument given "
+                             "(e.g. nnjit bench --quick --only gnn); its options: python -m "
+                             "benchmarks --help")
     p_bench.add_argument("bench_args", nargs=argparse.REMAINDER,
                          help="arguments passed to python -m benchmarks")
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"] and argv[1:2] not in (["-h"], ["--help"]):
+        # every argument after "bench" belongs to python -m benchmarks (--quick, --only, ...)
+        args = argparse.Namespace(command="bench", bench_args=argv[1:])
+    else:
+        args = parser.parse_args(argv)
     if args.command == "demo":
         demo(args.dataset, args.epochs, args.seed)
     elif args.command == "warmup":

@@ -120,3 +120,13 @@ def test_report_renders_in_chromium(tmp_path, monkeypatch):
     assert dom.count("main-svg") >= 5  # plotly drew its SVG for every figure (history, CM, t-SNE)
     assert dom.count('class="hm"') == 1  # the confusion matrix heatmap was painted
     assert dom.count('class="point"') >= 23  # one t-SNE marker per validation row of Iris
+
+
+def test_bench_passes_every_argument_through(monkeypatch):
+    """``nnjit bench --quick --only gnn`` runs ``python -m benchmarks --quick --only gnn``."""
+    import subprocess
+
+    calls = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd) or 0)
+    assert main(["bench", "--quick", "--only", "gnn"]) == 0
+    assert calls[0][1:] == ["-m", "benchmarks", "--quick", "--only", "gnn"]
