@@ -32,7 +32,10 @@ G_MAX_NODES = G_LOCAL_OF + 1
 G_MAX_EDGES = G_MAX_NODES + 1
 G_FEATURES_SLOT = G_MAX_EDGES + 1
 G_NEED_LOOPS = G_FEATURES_SLOT + 1
-G_HEADER = G_NEED_LOOPS + 1
+# Full batch: bit (kind * N_CSR + csr) set once that edge-weight kind is in the arena; the
+# graph does not change, so EDGE_WEIGHTS computes it once per program (cached per graph).
+G_WEIGHTS_READY = G_NEED_LOOPS + 1
+G_HEADER = G_WEIGHTS_READY + 1
 
 MODE_NONE, MODE_FULL_BATCH, MODE_SAMPLED = 0, 1, 2
 

@@ -6,7 +6,7 @@ here from their single source, as in :mod:`nnjit.kernels.families`: numba's comp
 per compiled function.
 """
 
-from nnjit.graph.graph_data import csr_of
+from nnjit.graph.graph_data import G_MODE, G_WEIGHTS_READY, MODE_SAMPLED, N_CSR, csr_of
 from nnjit.graph.opcodes import (
     ACCUMULATE,
     EDGE_WEIGHTS_GCN,
@@ -79,10 +79,16 @@ def graph_forward(i, rows, records, slots, values, gdata):
         if c >= 0:
             _add_bias(out, slot_flat(values, slots, c, rows))
     elif op == _EDGE_WEIGHTS:
-        if records[i, R_AUX1] == EDGE_WEIGHTS_GCN:
-            _gcn_w(indptr, src, out)
-        else:
-            _mean_w(indptr, out)
+        kind = records[i, R_AUX1]
+        bit = 1 << (kind * N_CSR + records[i, R_AUX0])
+        sampled = gdata[G_MODE] == MODE_SAMPLED
+        if sampled or (gdata[G_WEIGHTS_READY] & bit) == 0:
+            if kind == EDGE_WEIGHTS_GCN:
+                _gcn_w(indptr, src, out)
+            else:
+                _mean_w(indptr, out)
+            if not sampled:
+                gdata[G_WEIGHTS_READY] |= bit
     elif op == _SCATTER_MAX:
         _max_f(indptr, src, slot_view(values, slots, a, rows), out,
                slot_view(values, slots, b, rows))

@@ -7,7 +7,7 @@ import numpy as np
 from nnjit.graph import interpreter as it
 from nnjit.graph import status as st
 from nnjit.graph.arena import S_COLS, S_FLAGS, S_OFFSET, S_ROWS, SLOT_BATCH, layout
-from nnjit.graph.graph_data import G_NEED_LOOPS, no_graph
+from nnjit.graph.graph_data import G_NEED_LOOPS, G_WEIGHTS_READY, no_graph
 from nnjit.graph.opcodes import CLASSIFICATION_LOSSES, GRAPH_LOOPS, GRAPH_OPCODES, Opcode
 from nnjit.graph.tape import SlotSpec, Tape, Tensor
 from nnjit.kernels.rng import seed_state
@@ -63,6 +63,7 @@ class Program:
             raise ValueError("graph ops were recorded without a graph (trace the model with one)")
         self.gdata = tape.graph.gdata if tape.graph is not None else no_graph()
         if has_graph_ops:  # sampled batches build the self-loop CSR only when it is read
+            self.gdata[G_WEIGHTS_READY] = 0  # a new arena: edge weights not computed yet
             self.gdata[G_NEED_LOOPS] = any(n.opcode in GRAPH_OPCODES and n.aux[0] == GRAPH_LOOPS
                                            for n in tape.nodes)
         self._execute = it.execute_graph if has_graph_ops else it.execute
