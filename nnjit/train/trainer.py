@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,6 +21,7 @@ from nnjit.random import next_seed
 from nnjit.regularizers import Regularizer
 from nnjit.schedulers import ReduceLROnPlateau, Scheduler
 from nnjit.train.callbacks import CallbackList
+from nnjit.train.history import history_frame
 from nnjit.train.threads import single_threaded_blas
 
 if TYPE_CHECKING:  # pandas costs ~100 ms at import; it is loaded when the first history is built
@@ -411,28 +411,18 @@ class Trainer:
         self.batch_history_ = frame
 
     def _history_frame(self, history, state, monitor) -> pd.DataFrame:
-        import pandas as pd
-
-        n = int(state[it.ST_EPOCH])
-        arrays = [history[:n, i] for i in range(len(it.HISTORY_COLUMNS))]
-        arrays[it.H_EPOCH] = arrays[it.H_EPOCH].astype(np.int64)
-        if not self.loss.is_classification:  # accuracy is undefined for regression
-            arrays[it.H_TRAIN_ACC] = np.full(n, np.nan)
-            arrays[it.H_VAL_ACC] = np.full(n, np.nan)
-        try:  # pandas' own fast path: half the cost of the dict constructor (~35 us vs ~70 us)
-            frame = pd.DataFrame._from_arrays(arrays, columns=_history_index(),
-                                              index=pd.RangeIndex(n), verify_integrity=False)
-        except (AttributeError, TypeError):  # a pandas without it
-            frame = pd.DataFrame(dict(zip(it.HISTORY_COLUMNS, arrays)), copy=False)
+        """The history of the epochs run so far, a DataFrame built on first use (see
+        :mod:`nnjit.train.history`); ``history`` rows up to the last epoch must not change."""
         best = int(state[it.ST_BEST_EPOCH])
-        frame.attrs.update(
-            monitor=monitor,
-            best_epoch=best + 1 if best >= 0 else None,
-            restored_best=bool(state[it.ST_RESTORED]),
-            stop_reason=("early stopping: " + monitor + " did not improve")
+        attrs = {
+            "monitor": monitor,
+            "best_epoch": best + 1 if best >= 0 else None,
+            "restored_best": bool(state[it.ST_RESTORED]),
+            "stop_reason": ("early stopping: " + monitor + " did not improve")
             if state[it.ST_STOPPED] else "reached the epoch limit",
-        )
-        return frame
+        }
+        return history_frame(history[: int(state[it.ST_EPOCH])], self.loss.is_classification,
+                             attrs)
 
     # -- inference -------------------------------------------------------------------------------
     def _require_fitted(self, what: str) -> None:
@@ -585,14 +575,6 @@ class Trainer:
 
 
 JITCompiler = Trainer
-
-
-@functools.cache
-def _history_index():
-    """The history's column index, built once (constructing a pandas Index costs ~40 us)."""
-    import pandas as pd
-
-    return pd.Index(it.HISTORY_COLUMNS)
 
 
 def _epoch_line(row) -> str:
