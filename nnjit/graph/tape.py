@@ -84,12 +84,12 @@ class Tensor:
 
     @property
     def rows(self) -> int:
-        s = self.spec
+        s = self.tape.slots[self.slot]
         return BatchDim(s.rows) if s.batch else s.rows
 
     @property
     def cols(self) -> int:
-        return self.spec.cols
+        return self.tape.slots[self.slot].cols
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -97,7 +97,7 @@ class Tensor:
 
     @property
     def requires_grad(self) -> bool:
-        return self.spec.requires_grad
+        return self.tape.slots[self.slot].requires_grad
 
     @property
     def data(self) -> np.ndarray:
@@ -118,6 +118,7 @@ class Tensor:
 
 
 _current = threading.local()
+_OP_NAMES = {op: op.name.lower() for op in Opcode}  # (Enum.name is a Python-level property)
 
 
 def current_tape() -> Tape | None:
@@ -172,7 +173,7 @@ class Tape:
         """The slot holding ``param`` (a :class:`nnjit.nn.Parameter`), created on first use."""
         key = id(param)
         if key not in self._param_ids:
-            if any(not s.param for s in self.slots):
+            if len(self._param_ids) != len(self.slots):  # some slot is not a parameter
                 raise RuntimeError(
                     f"parameter '{name}' was first used during forward; register every parameter "
                     "as a Module attribute so it is laid out with the others"
@@ -215,16 +216,26 @@ class Tape:
         gives explicit aux integers after them. ``extra_inputs`` are non-differentiable slots
         (e.g. the dropout mask) placed after the differentiable inputs.
         """
-        for t in list(inputs) + list(extra_inputs):
+        # (Runs once per op per trace: kept lean, it counts in a small fit's fixed set-up cost.)
+        slots = self.slots
+        differentiable = SPECS[opcode].differentiable
+        needs_grad = []
+        for t in inputs:
             if t.tape is not self:
                 raise ValueError(f"{opcode.name}: input {t} belongs to another tape")
-        spec = SPECS[opcode]
+            needs_grad.append(differentiable and slots[t.slot].requires_grad)
+        for t in extra_inputs:
+            if t.tape is not self:
+                raise ValueError(f"{opcode.name}: input {t} belongs to another tape")
+            needs_grad.append(False)
         if out_requires_grad is None:
-            out_requires_grad = spec.differentiable and any(t.requires_grad for t in inputs)
+            out_requires_grad = any(needs_grad)
         batch = isinstance(out_rows, BatchDim)
+        owner = self.owners[-1] if self.owners else ""
+        op_name = _OP_NAMES[opcode]
         out = self._new_slot(
             SlotSpec(int(out_rows), int(out_cols), batch=batch, requires_grad=out_requires_grad,
-                     name=f"{self.current_owner or opcode.name.lower()}.{opcode.name.lower()}")
+                     name=f"{owner or op_name}.{op_name}")
         )
         aux_values = []
         for h in hyper:
@@ -237,11 +248,9 @@ class Tape:
             inputs=[t.slot for t in inputs] + [t.slot for t in extra_inputs],
             out=out.slot,
             aux=aux_values,
-            owner=self.current_owner,
+            owner=owner,
+            needs_grad=needs_grad,
         )
-        node.needs_grad = [spec.differentiable and t.requires_grad for t in inputs] + [
-            False for _ in extra_inputs
-        ]
         self.nodes.append(node)
         return out
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import math
+
 import numpy as np
 
 from nnjit.config import DEFAULT_DTYPE, SUPPORTED_DTYPES
@@ -181,7 +183,12 @@ class Trainer:
         return DataLoader(data, y, batch_size=size, shuffle=False)
 
     def _empty(self, cols: int) -> np.ndarray:
-        return np.zeros((0, cols), dtype=self.dtype)
+        """A (0, cols) array in the arena dtype (shared: it has nothing to write)."""
+        key = (self.dtype, cols)
+        empty = _EMPTIES.get(key)
+        if empty is None:
+            empty = _EMPTIES[key] = np.zeros((0, cols), dtype=self.dtype)
+        return empty
 
     # -- fitting ---------------------------------------------------------------------------------
     def fit(self, train, epochs: int = 100, val=None, *, val_dataloader=None, tol: float = 1e-4,
@@ -235,7 +242,7 @@ class Trainer:
         if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
             raise ValueError(f"fit: epochs must be an int >= 1, got {epochs!r}")
         tol = float(tol)
-        if not np.isfinite(tol) or tol < 0:
+        if not math.isfinite(tol) or tol < 0:
             raise ValueError(f"fit: tol must be a finite number >= 0, got {tol!r}")
         patience = 0 if n_iter_no_change is None else n_iter_no_change
         if isinstance(patience, bool) or not isinstance(patience, (int, np.integer)) or patience < 0:
@@ -256,7 +263,8 @@ class Trainer:
             if ProgressBar.default_enabled():  # a terminal: one bar over the epochs
                 callbacks.append(ProgressBar())
         callbacks = CallbackList(callbacks)
-        if grad_clip_norm is not None and not (np.isfinite(grad_clip_norm) and grad_clip_norm > 0):
+        if grad_clip_norm is not None and not (math.isfinite(grad_clip_norm)
+                                               and grad_clip_norm > 0):
             raise ValueError(f"fit: grad_clip_norm must be a number > 0 or None, "
                              f"got {grad_clip_norm!r}")
         if (isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps,
@@ -351,7 +359,7 @@ class Trainer:
         try:
             with single_threaded_blas():
                 accum = (np.empty(program.n_params, self.dtype) if accumulation_steps > 1
-                         else self._empty(0).reshape(0))
+                         else _empty_1d(self.dtype))
                 status = program.run(
                     it.TASK_FIT, (X, Y, Xv, Yv, perm),
                     (cfg, opt_hyper, self.optimizer.state, self._reg_spans, lr_table, plateau,
@@ -384,7 +392,7 @@ class Trainer:
 
     def _schedule(self, scheduler, monitor: str, epochs: int, steps_per_epoch: int):
         """(lr_table, plateau) arrays for the compiled loop; empty arrays mean "not used"."""
-        none = np.zeros(0, dtype=np.float64)
+        none = _NONE
         if scheduler is None:
             return none, none
         if isinstance(scheduler, ReduceLROnPlateau):
@@ -575,6 +583,19 @@ class Trainer:
 
 
 JITCompiler = Trainer
+
+# Empty arrays passed where the compiled loop expects an array that is not used (never written:
+# they have no elements), shared so a fit does not allocate them.
+_NONE = np.zeros(0, dtype=np.float64)
+_EMPTIES: dict = {}
+
+
+def _empty_1d(dtype) -> np.ndarray:
+    key = (dtype, None)
+    empty = _EMPTIES.get(key)
+    if empty is None:
+        empty = _EMPTIES[key] = np.zeros(0, dtype=dtype)
+    return empty
 
 
 def _epoch_line(row) -> str:
