@@ -352,8 +352,9 @@ class Trainer:
 
         self._set_training(True)
         self.stop_training = False
-        callbacks.on_train_begin(self, {"epochs": epochs})
-        callbacks.on_epoch_begin(self, 1)
+        if callbacks:
+            callbacks.on_train_begin(self, {"epochs": epochs})
+            callbacks.on_epoch_begin(self, 1)
         status = None
         interrupted = False
         try:
