@@ -1,8 +1,8 @@
 """The fit history as a pandas DataFrame that is built on first use.
 
 A fit returns its history as a DataFrame, but building one costs pandas work (about 15 us warm
-and 90-160 us with cold CPU caches, more than a third of a whole Iris fit's Python set-up) that
-a script which never looks at the history should not pay. :func:`history_frame` returns an
+and 90-160 us with cold CPU caches, a fifth of a whole Iris fit's Python set-up) that a script
+which never looks at the history should not pay. :func:`history_frame` returns an
 instance of a DataFrame subclass holding only the compiled loop's float64 history rows; the
 first attribute access of any kind (``len``, ``[]``, ``.attrs``, ``repr``, ...) builds the real
 frame in place and turns the object into a plain ``pandas.DataFrame``. Before that, only

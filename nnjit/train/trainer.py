@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -230,7 +229,9 @@ class Trainer:
         Returns:
             The history, a DataFrame with one row per epoch run: ``epoch, train_loss,
             train_accuracy, val_loss, val_accuracy, lr, seconds``. ``history.attrs`` holds
-            ``stop_reason``, ``best_epoch`` and ``restored_best``.
+            ``stop_reason``, ``best_epoch`` and ``restored_best``. Also kept as
+            ``trainer.history_``. Its contents are built on first use (a fit whose history is
+            never read does not pay for pandas; see :mod:`nnjit.train.history`).
 
         Raises:
             ValueError: bad arguments or data (the message names the argument or layer).
