@@ -58,7 +58,7 @@ class CrossEntropyLoss(Loss):
                         f"{where}: class labels must be integers in [0, {n_outputs}), "
                         f"got dtype {y.dtype} with non-integer values"
                     )
-            if y.size and (y.min() < 0 or y.max() >= n_outputs):
+            if y.size and (np.minimum.reduce(y) < 0 or np.maximum.reduce(y) >= n_outputs):
                 bad = y[(y < 0) | (y >= n_outputs)][0].item()
                 raise ValueError(
                     f"{where}: label {bad!r} out of range for a model with {n_outputs} outputs "

@@ -44,7 +44,7 @@ def layout(slots, dtype) -> tuple[np.ndarray, int, int]:
         if not spec.param and not params_done:
             params_done = True
             n_params = offset
-            offset = _round_up(offset, align)
+            offset = (offset + align - 1) // align * align
         table.append((
             offset,
             spec.rows,
@@ -56,11 +56,7 @@ def layout(slots, dtype) -> tuple[np.ndarray, int, int]:
         ))
         size = spec.rows * spec.cols
         # Parameters are packed back to back: the optimizer streams over them as one vector.
-        offset += size if spec.param else _round_up(size, align)
+        offset += size if spec.param else (size + align - 1) // align * align
     if not params_done:
         n_params = offset
     return np.array(table, dtype=np.int64).reshape(len(slots), 4), max(offset, 1), n_params
-
-
-def _round_up(n: int, align: int) -> int:
-    return (n + align - 1) // align * align

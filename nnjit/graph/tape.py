@@ -8,7 +8,6 @@ one arena (parameters first, in one contiguous block) and returns a :class:`~nnj
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from dataclasses import dataclass, field
 
@@ -91,12 +90,12 @@ class Tensor(Symbolic):
 
     @property
     def rows(self) -> int:
-        s = self.spec
+        s = self.tape.slots[self.slot]
         return BatchDim(s.rows) if s.batch else s.rows
 
     @property
     def cols(self) -> int:
-        return self.spec.cols
+        return self.tape.slots[self.slot].cols
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -104,7 +103,7 @@ class Tensor(Symbolic):
 
     @property
     def requires_grad(self) -> bool:
-        return self.spec.requires_grad
+        return self.tape.slots[self.slot].requires_grad
 
     @property
     def data(self) -> np.ndarray:
@@ -125,11 +124,31 @@ class Tensor(Symbolic):
 
 
 _current = threading.local()
+_OP_NAMES = {op: op.name.lower() for op in Opcode}  # (Enum.name is a Python-level property)
 
 
 def current_tape() -> Tape | None:
     """The tape being recorded on this thread, if any."""
     return getattr(_current, "tape", None)
+
+
+class _Recording:
+    """The context manager of :meth:`Tape.recording` (a class: half the calls of a generator)."""
+
+    __slots__ = ("tape", "previous")
+
+    def __init__(self, tape: Tape):
+        self.tape = tape
+        self.previous = None
+
+    def __enter__(self) -> Tape:
+        self.previous = getattr(_current, "tape", None)
+        _current.tape = self.tape
+        return self.tape
+
+    def __exit__(self, *exc) -> bool:
+        _current.tape = self.previous
+        return False
 
 
 class Tape:
@@ -155,15 +174,9 @@ class Tape:
         self.constants: dict[int, np.ndarray] = {}  # slot -> values written after layout
 
     # -- context -------------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def recording(self):
+    def recording(self) -> _Recording:
         """Make this the current tape of the thread (for ``forward(self, x)`` style models)."""
-        previous = current_tape()
-        _current.tape = self
-        try:
-            yield self
-        finally:
-            _current.tape = previous
+        return _Recording(self)
 
     @property
     def current_owner(self) -> str:
@@ -181,7 +194,7 @@ class Tape:
         """The slot holding ``param`` (a :class:`nnjit.nn.Parameter`), created on first use."""
         key = id(param)
         if key not in self._param_ids:
-            if any(not s.param for s in self.slots):
+            if len(self._param_ids) != len(self.slots):  # some slot is not a parameter
                 raise RuntimeError(
                     f"parameter '{name}' was first used during forward; register every parameter "
                     "as a Module attribute so it is laid out with the others"
@@ -233,22 +246,33 @@ class Tape:
         gives explicit aux integers after them. ``extra_inputs`` are non-differentiable slots
         (e.g. the dropout mask) placed after the differentiable inputs.
         """
-        for t in list(inputs) + list(extra_inputs):
-            if t is not None and t.tape is not self:
+        # (Runs once per op per trace: kept lean, it counts in a small fit's fixed set-up cost.)
+        slots = self.slots
+        differentiable = SPECS[opcode].differentiable
+        needs_grad = []
+        for t in inputs:
+            if t is None:  # an optional input left out (e.g. no edge weights): slot -1
+                needs_grad.append(False)
+                continue
+            if t.tape is not self:
                 raise ValueError(f"{opcode.name}: input {t} belongs to another tape")
-        spec = SPECS[opcode]
+            needs_grad.append(differentiable and slots[t.slot].requires_grad)
+        for t in extra_inputs:
+            if t.tape is not self:
+                raise ValueError(f"{opcode.name}: input {t} belongs to another tape")
+            needs_grad.append(False)
         if out_requires_grad is None:
-            out_requires_grad = spec.differentiable and any(
-                t is not None and t.requires_grad for t in inputs)
+            out_requires_grad = any(needs_grad)
         batch = isinstance(out_rows, BatchDim)
         if out_edges is None:  # an op over an edge slot's rows (activation, dropout) keeps them
-            out_edges = next((self.slots[t.slot].edges for t in inputs if t is not None
-                              and self.slots[t.slot].edges >= 0
-                              and self.slots[t.slot].rows == out_rows), -1)
+            out_edges = next((slots[t.slot].edges for t in inputs if t is not None
+                              and slots[t.slot].edges >= 0 and slots[t.slot].rows == out_rows),
+                             -1)
+        owner = self.owners[-1] if self.owners else ""
+        op_name = _OP_NAMES[opcode]
         out = self._new_slot(
             SlotSpec(int(out_rows), int(out_cols), batch=batch, requires_grad=out_requires_grad,
-                     name=f"{self.current_owner or opcode.name.lower()}.{opcode.name.lower()}",
-                     edges=out_edges)
+                     name=f"{owner or op_name}.{op_name}", edges=out_edges)
         )
         aux_values = []
         for h in hyper:
@@ -261,12 +285,9 @@ class Tape:
             inputs=[-1 if t is None else t.slot for t in inputs] + [t.slot for t in extra_inputs],
             out=out.slot,
             aux=aux_values,
-            owner=self.current_owner,
+            owner=owner,
+            needs_grad=needs_grad,
         )
-        node.needs_grad = [spec.differentiable and t is not None and t.requires_grad
-                           for t in inputs] + [
-            False for _ in extra_inputs
-        ]
         self.nodes.append(node)
         return out
 

@@ -17,7 +17,6 @@ Numba's ``np.dot`` calls scipy's OpenBLAS, which numba loads lazily.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import threading
@@ -91,26 +90,45 @@ def _controllers() -> list:
     return _blas
 
 
-@contextlib.contextmanager
-def single_threaded_blas():
-    """Limit every loaded BLAS to one thread; nested and concurrent uses share one limit."""
-    global _depth
-    with _lock:
-        if _depth == 0:
-            _saved.clear()
-            for get, set_ in _controllers():
-                _saved.append((set_, get()))
-                set_(1)
-        _depth += 1
-    try:
-        yield
-    finally:
+class _SingleThreadedBlas:
+    """The context manager :func:`single_threaded_blas` returns (one per process, reentrant).
+
+    A plain class rather than a generator-based context manager, and a library already on one
+    thread is left alone (one ctypes call instead of three): this runs on every fit, predict and
+    evaluate, and its cost counts in a small fit's fixed Python set-up.
+    """
+
+    __slots__ = ()
+
+    def __enter__(self):
+        global _depth
+        with _lock:
+            if _depth == 0:
+                for get, set_ in _blas if _blas is not None else _controllers():
+                    n = get()
+                    if n != 1:
+                        set_(1)
+                        _saved.append((set_, n))
+            _depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        global _depth
         with _lock:
             _depth -= 1
             if _depth == 0:
                 for set_, n in _saved:
                     set_(n)
                 _saved.clear()
+        return False
+
+
+_SINGLE = _SingleThreadedBlas()
+
+
+def single_threaded_blas() -> _SingleThreadedBlas:
+    """Limit every loaded BLAS to one thread; nested and concurrent uses share one limit."""
+    return _SINGLE
 
 
 def _set_threads(controller, n: int) -> None:

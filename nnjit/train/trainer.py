@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import functools
+import math
 import sys
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,7 @@ from nnjit.random import next_seed
 from nnjit.regularizers import Regularizer
 from nnjit.schedulers import PLATEAU_PARAMS, ReduceLROnPlateau, Scheduler
 from nnjit.train.callbacks import CallbackList
+from nnjit.train.history import history_frame
 from nnjit.train.threads import single_threaded_blas
 
 if TYPE_CHECKING:  # pandas costs ~100 ms at import; it is loaded when the first history is built
@@ -258,7 +259,12 @@ class Trainer:
         return DataLoader(data, y, batch_size=size, shuffle=False)
 
     def _empty(self, cols: int) -> np.ndarray:
-        return np.zeros((0, cols), dtype=self.dtype)
+        """A (0, cols) array in the arena dtype (shared: it has nothing to write)."""
+        key = (self.dtype, cols)
+        empty = _EMPTIES.get(key)
+        if empty is None:
+            empty = _EMPTIES[key] = np.zeros((0, cols), dtype=self.dtype)
+        return empty
 
     # -- fitting ---------------------------------------------------------------------------------
     def fit(self, train, epochs: int = 100, val=None, *, val_dataloader=None, tol: float = 1e-4,
@@ -320,7 +326,9 @@ class Trainer:
         Returns:
             The history, a DataFrame with one row per epoch run in this call: ``epoch, train_loss,
             train_accuracy, val_loss, val_accuracy, lr, seconds``. ``history.attrs`` holds
-            ``stop_reason``, ``best_epoch`` and ``restored_best``.
+            ``stop_reason``, ``best_epoch`` and ``restored_best``. Also kept as
+            ``trainer.history_``. Its contents are built on first use (a fit whose history is
+            never read does not pay for pandas; see :mod:`nnjit.train.history`).
 
         Raises:
             ValueError: bad arguments or data (the message names the argument or layer).
@@ -347,7 +355,7 @@ class Trainer:
                              f"got {schedule_epochs!r}")
         epochs, initial_epoch = int(epochs), int(initial_epoch)
         tol = float(tol)
-        if not np.isfinite(tol) or tol < 0:
+        if not math.isfinite(tol) or tol < 0:
             raise ValueError(f"fit: tol must be a finite number >= 0, got {tol!r}")
         patience = 0 if n_iter_no_change is None else n_iter_no_change
         if isinstance(patience, bool) or not isinstance(patience, (int, np.integer)) or patience < 0:
@@ -368,7 +376,8 @@ class Trainer:
             if ProgressBar.default_enabled():  # a terminal: one bar over the epochs
                 callbacks.append(ProgressBar())
         callbacks = CallbackList(callbacks)
-        if grad_clip_norm is not None and not (np.isfinite(grad_clip_norm) and grad_clip_norm > 0):
+        if grad_clip_norm is not None and not (math.isfinite(grad_clip_norm)
+                                               and grad_clip_norm > 0):
             raise ValueError(f"fit: grad_clip_norm must be a number > 0 or None, "
                              f"got {grad_clip_norm!r}")
         if (isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps,
@@ -474,14 +483,15 @@ class Trainer:
         self._set_training(True)
         self.stop_training = False
         self._callbacks = callbacks
-        callbacks.on_train_begin(self, {"epochs": epochs, "initial_epoch": initial_epoch})
-        if carried is not None:
-            self._load_callback_states(callbacks, carried)
-        callbacks.on_epoch_begin(self, initial_epoch + 1)
+        if callbacks:  # (hooks of an empty list still cost a fit's fixed set-up time)
+            callbacks.on_train_begin(self, {"epochs": epochs, "initial_epoch": initial_epoch})
+            if carried is not None:
+                self._load_callback_states(callbacks, carried)
+            callbacks.on_epoch_begin(self, initial_epoch + 1)
         status = None
         interrupted = False
         accum = (np.empty(program.n_params, self.dtype) if accumulation_steps > 1
-                 else self._empty(0).reshape(0))
+                 else _empty_1d(self.dtype))
 
         def run():
             with single_threaded_blas():
@@ -640,7 +650,7 @@ class Trainer:
 
     def _schedule(self, scheduler, monitor: str, epochs: int, steps_per_epoch: int):
         """(lr_table, plateau) arrays for the compiled loop; empty arrays mean "not used"."""
-        none = np.zeros(0, dtype=np.float64)
+        none = _NONE
         if scheduler is None:
             return none, none
         if isinstance(scheduler, ReduceLROnPlateau):
@@ -667,31 +677,20 @@ class Trainer:
         self.batch_history_ = frame
 
     def _history_frame(self, history, state, monitor) -> pd.DataFrame:
-        import pandas as pd
-
+        """The history of this fit's epochs so far, a DataFrame built on first use (see
+        :mod:`nnjit.train.history`); ``history`` rows up to the last epoch must not change."""
         start = self._fit_start
         end = max(int(state[it.ST_EPOCH]), start)
-        n = end - start
-        arrays = [history[start:end, i] for i in range(len(it.HISTORY_COLUMNS))]
-        arrays[it.H_EPOCH] = arrays[it.H_EPOCH].astype(np.int64)
-        if not self.loss.is_classification:  # accuracy is undefined for regression
-            arrays[it.H_TRAIN_ACC] = np.full(n, np.nan)
-            arrays[it.H_VAL_ACC] = np.full(n, np.nan)
-        try:  # pandas' own fast path: half the cost of the dict constructor (~35 us vs ~70 us)
-            frame = pd.DataFrame._from_arrays(arrays, columns=_history_index(),
-                                              index=pd.RangeIndex(n), verify_integrity=False)
-        except (AttributeError, TypeError):  # a pandas without it
-            frame = pd.DataFrame(dict(zip(it.HISTORY_COLUMNS, arrays)), copy=False)
         best = int(state[it.ST_BEST_EPOCH])
-        frame.attrs.update(
-            monitor=monitor,
-            best_epoch=best + 1 if best >= 0 else None,  # absolute, 1-based
-            best_value=float(state[it.ST_BEST]) if best >= 0 else None,
-            restored_best=bool(state[it.ST_RESTORED]),
-            stop_reason=("early stopping: " + monitor + " did not improve")
+        attrs = {
+            "monitor": monitor,
+            "best_epoch": best + 1 if best >= 0 else None,  # absolute, 1-based
+            "best_value": float(state[it.ST_BEST]) if best >= 0 else None,
+            "restored_best": bool(state[it.ST_RESTORED]),
+            "stop_reason": ("early stopping: " + monitor + " did not improve")
             if state[it.ST_STOPPED] else "reached the epoch limit",
-        )
-        return frame
+        }
+        return history_frame(history[start:end], self.loss.is_classification, attrs)
 
     # -- inference -------------------------------------------------------------------------------
     def _require_fitted(self, what: str) -> None:
@@ -968,12 +967,18 @@ def _callback_keys(callbacks):
         yield (name if seen[name] == 1 else f"{name}#{seen[name]}"), cb
 
 
-@functools.cache
-def _history_index():
-    """The history's column index, built once (constructing a pandas Index costs ~40 us)."""
-    import pandas as pd
+# Empty arrays passed where the compiled loop expects an array that is not used (never written:
+# they have no elements), shared so a fit does not allocate them.
+_NONE = np.zeros(0, dtype=np.float64)
+_EMPTIES: dict = {}
 
-    return pd.Index(it.HISTORY_COLUMNS)
+
+def _empty_1d(dtype) -> np.ndarray:
+    key = (dtype, None)
+    empty = _EMPTIES.get(key)
+    if empty is None:
+        empty = _EMPTIES[key] = np.zeros(0, dtype=dtype)
+    return empty
 
 
 def _epoch_line(row) -> str:
