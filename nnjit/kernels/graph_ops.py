@@ -79,11 +79,16 @@ def spmm_forward(indptr, src, w, x, out, weighted):
                 out[i, k] = zero
             for e in range(indptr[i], indptr[i + 1]):
                 s = src[e]
+                if n_heads == 1:  # GCN, SAGE mean: one flat loop (~10-20% faster)
+                    we = w[e, 0]
+                    for k in range(f):
+                        out[i, k] += we * x[s, k]
+                    continue
                 for h in range(n_heads):
                     we = w[e, h]
                     base = h * c_per
-                    for c in range(base, base + c_per):
-                        out[i, c] += we * x[s, c]
+                    for c in range(c_per):
+                        out[i, base + c] += we * x[s, base + c]
     else:
         for i in prange(n_dst):
             for k in range(f):
@@ -115,11 +120,16 @@ def spmm_backward_x(indptr, src, w, dy, dx, weighted, accumulate):
         for i in range(n_dst):
             for e in range(indptr[i], indptr[i + 1]):
                 s = src[e]
+                if n_heads == 1:
+                    we = w[e, 0]
+                    for k in range(f):
+                        dx[s, k] += we * dy[i, k]
+                    continue
                 for h in range(n_heads):
                     we = w[e, h]
                     base = h * c_per
-                    for c in range(base, base + c_per):
-                        dx[s, c] += we * dy[i, c]
+                    for c in range(c_per):
+                        dx[s, base + c] += we * dy[i, base + c]
     else:
         for i in range(n_dst):
             for e in range(indptr[i], indptr[i + 1]):
@@ -144,8 +154,8 @@ def spmm_backward_w(indptr, src, x, dy, dw, accumulate):
             for h in range(n_heads):
                 base = h * c_per
                 acc = zero
-                for c in range(base, base + c_per):
-                    acc += dy[i, c] * x[s, c]
+                for c in range(c_per):
+                    acc += dy[i, base + c] * x[s, base + c]
                 if accumulate:
                     dw[e, h] += acc
                 else:
@@ -286,8 +296,8 @@ def head_dot_forward(x, att, out):
         for h in range(n_heads):
             base = h * c_per
             acc = zero
-            for c in range(base, base + c_per):
-                acc += x[n, c] * a[c]
+            for c in range(c_per):
+                acc += x[n, base + c] * a[base + c]
             out[n, h] = acc
 
 
@@ -302,11 +312,11 @@ def head_dot_backward_x(att, dy, dx, accumulate):
             g = dy[n, h]
             base = h * c_per
             if accumulate:
-                for c in range(base, base + c_per):
-                    dx[n, c] += g * a[c]
+                for c in range(c_per):
+                    dx[n, base + c] += g * a[base + c]
             else:
-                for c in range(base, base + c_per):
-                    dx[n, c] = g * a[c]
+                for c in range(c_per):
+                    dx[n, base + c] = g * a[base + c]
 
 
 @jit
@@ -326,8 +336,8 @@ def head_dot_backward_att(x, dy, datt, accumulate):
         for h in range(n_heads):
             g = dy[n, h]
             base = h * c_per
-            for c in range(base, base + c_per):
-                d[c] += g * x[n, c]
+            for c in range(c_per):
+                d[base + c] += g * x[n, base + c]
 
 
 # ------------------------------------------------------------------------------------------------
