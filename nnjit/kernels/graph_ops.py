@@ -10,7 +10,8 @@ edge-wise primitives, each with its forward and backward side by side here:
 ``segment_softmax``        softmax over each target's incoming edges, per head (GAT)
 ``head_dot``               per-head dot product of node rows with an attention vector (GAT)
 ``edge_gather_add``        ``a_src[source] + a_dst[target]`` per edge (GAT logits)
-``csr_dense``              sparse (CSR) features times dense weights (bag-of-words input)
+``csr_dense``              sparse (CSR) features times dense weights (bag-of-words input);
+                           the ``_t`` variants take a transposed scratch and run 2-5x faster
 ``gcn_norm_weights``,      edge weights of a CSR: symmetric GCN normalisation, 1 / in-degree
 ``mean_weights``
 =========================  ================================================================
@@ -440,6 +441,59 @@ def csr_dense_backward_w(x_indptr, x_indices, x_data, dy, dw, accumulate):
             j = x_indices[k]
             for o in range(n_out):
                 dw[o, j] += v * dy[r, o]
+
+
+@jit
+def csr_dense_forward_t(x_indptr, x_indices, x_data, w, w_t, b, out, has_bias):
+    """:func:`csr_dense_forward` through a transposed copy of w: same result, faster.
+
+    ``w_t`` (F, O) is scratch of w's dtype (overwritten with ``w.T``), so the inner loop
+    ``out[r, :] += v * w_t[j, :]`` reads one contiguous row per non-zero and vectorises. On Cora
+    (49,216 non-zeros, float32, under load, same-process minima) 0.27 ms against 0.48 ms for
+    O = 16 and 0.50 ms against 2.5 ms for O = 64, the transposition (F * O copies) included.
+    """
+    n_out = w.shape[0]
+    f = w.shape[1]
+    for o in range(n_out):
+        for j in range(f):
+            w_t[j, o] = w[o, j]
+    zero = out.dtype.type(0.0)
+    for r in range(out.shape[0]):
+        for o in range(n_out):
+            out[r, o] = b[o] if has_bias else zero
+        for k in range(x_indptr[r], x_indptr[r + 1]):
+            v = x_data[k]
+            j = x_indices[k]
+            for o in range(n_out):
+                out[r, o] += v * w_t[j, o]
+
+
+@jit
+def csr_dense_backward_w_t(x_indptr, x_indices, x_data, dy, dw, dw_t, accumulate):
+    """:func:`csr_dense_backward_w` through a transposed scratch ``dw_t`` (F, O): same result.
+
+    Accumulates ``dw_t[j, :] += v * dy[r, :]`` (contiguous) and then writes or adds ``dw_t.T``
+    into dw (O, F). On Cora 0.20 ms against 0.52 ms (O = 16), 0.40 ms against 2.2 ms (O = 64).
+    """
+    n_out = dw.shape[0]
+    f = dw.shape[1]
+    zero = dw.dtype.type(0.0)
+    for j in range(f):
+        for o in range(n_out):
+            dw_t[j, o] = zero
+    for r in range(dy.shape[0]):
+        for k in range(x_indptr[r], x_indptr[r + 1]):
+            v = x_data[k]
+            j = x_indices[k]
+            for o in range(n_out):
+                dw_t[j, o] += v * dy[r, o]
+    for o in range(n_out):
+        if accumulate:
+            for j in range(f):
+                dw[o, j] += dw_t[j, o]
+        else:
+            for j in range(f):
+                dw[o, j] = dw_t[j, o]
 
 
 # ------------------------------------------------------------------------------------------------
