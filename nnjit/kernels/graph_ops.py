@@ -36,8 +36,21 @@ Conventions (PyG's ``flow='source_to_target'``):
 - Inner loops run over contiguous feature columns so LLVM can vectorise them.
 
 Only :func:`spmm_forward` has a parallel (``prange`` over targets) build,
-:data:`spmm_forward_parallel`; see its docstring for when it pays. Every other node loop writes
-disjoint rows too but is serial (backward kernels scatter into source rows, which would race).
+:data:`spmm_forward_parallel`, from the same source (see :mod:`nnjit.kernels.parallel`). The other
+kernels are serial (the backward kernels scatter into source rows, which would race).
+
+When the parallel build pays (2-core AMD EPYC guest, omp layer, float32, random graphs of average
+in-degree 10 and Cora with self loops; serial/parallel, minima of 41 alternating samples):
+
+- with the second core idle (other processes <= 0.04 cores): 0.85-0.89x at E*F = 4,800-19,200
+  (30 nodes), 1.4-1.5x at E*F = 16,000-64,000, 1.8-2.8x from E*F = 48,000 up to 1e7 edges x 64
+  (Cora F=16 GCN weights: 46 -> 20 us, 2.35x; Cora F=64 unweighted: 85 -> 30 us, 2.84x;
+  F=64/8 heads: 1.6-2.1x). Hence :data:`SPMM_PARALLEL_MIN_WORK`. Part of the gain is code
+  generation: the parallel build on *one* thread is already 5-30% faster than the serial build.
+- with one core busy elsewhere (other processes ~1.0 cores, e.g. two trainers, or the other
+  agents on this machine): the parallel build collapses to 0.02-0.3x (Cora F=64/8 heads: 131 us
+  serial, 1.8 ms parallel): OpenMP waits for a descheduled worker. Use it only with idle cores,
+  as :func:`nnjit.kernels.parallel.parallel_min_sizes` does for the other twins.
 """
 
 import math
@@ -537,3 +550,7 @@ def mean_weights(indptr, out_w):
 
 #: The ``parallel=True`` build of :func:`spmm_forward` (``prange`` over targets), same source.
 spmm_forward_parallel = parallel_build(spmm_forward)
+
+#: Smallest ``E * F`` (edges times feature columns) from which :data:`spmm_forward_parallel` was
+#: >= 1.4x faster on an idle 2-core machine (see the module docstring); not wired anywhere yet.
+SPMM_PARALLEL_MIN_WORK = 32_768
