@@ -9,6 +9,7 @@ with ``accumulate=True`` on top of existing content (and ``False`` over garbage)
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -22,8 +23,10 @@ from nnjit.kernels.dense import dense_backward_bias
 from tests.helpers import count_allocations
 from tests.kernels import graph_reference as R
 
+needs_jit = pytest.mark.skipif(numba.config.DISABLE_JIT, reason="counts NRT allocations")
+
 DTYPES = (np.float64, np.float32)
-TOL = {np.float64: dict(rtol=1e-10, atol=1e-10), np.float32: dict(rtol=2e-5, atol=2e-5)}
+TOL = {np.float64: {"rtol": 1e-10, "atol": 1e-10}, np.float32: {"rtol": 2e-5, "atol": 2e-5}}
 EPS = 1e-6
 FEW = settings(max_examples=20, deadline=None)
 
@@ -357,6 +360,11 @@ def test_csr_dense(n, f, o, density, has_bias, seed):
         out = np.full((n, o), np.nan, dt)
         G.csr_dense_forward(ip, ix, xs.data.astype(dt), w.astype(dt), b.astype(dt), out, has_bias)
         np.testing.assert_allclose(out, ref, **TOL[dt])
+        out[:] = np.nan
+        scratch = np.full((f, o), np.nan, dt)
+        G.csr_dense_forward_t(ip, ix, xs.data.astype(dt), w.astype(dt), scratch, b.astype(dt),
+                              out, has_bias)
+        np.testing.assert_allclose(out, ref, **TOL[dt])
     r = g.normal(n, o)
     out = np.empty((n, o))
 
@@ -365,8 +373,12 @@ def test_csr_dense(n, f, o, density, has_bias, seed):
         return float((out * r).sum())
 
     dw_ref = r.T @ xs.toarray()
+    fd = numeric_grad(loss, w)
     check_backward(lambda buf, acc: G.csr_dense_backward_w(ip, ix, xs.data, r, buf, acc),
-                   dw_ref, g.rng, numeric_grad(loss, w))
+                   dw_ref, g.rng, fd)
+    scratch = np.full((f, o), np.nan)
+    check_backward(lambda buf, acc: G.csr_dense_backward_w_t(ip, ix, xs.data, r, buf, scratch,
+                                                             acc), dw_ref, g.rng, fd)
     if has_bias:
         db = np.empty(o)
         dense_backward_bias(r, db, False)
@@ -457,6 +469,7 @@ def _gat_like_step(k, indptr, src, x, att, a_src, a_dst, logits, alpha, out, dx,
         G.head_dot_backward_att(x, a_src, att, True)
 
 
+@needs_jit
 def test_no_allocations_in_the_kernels():
     g = Graph(6, 6, [0, 1, 2, 3, 4, 5, 0, 2], [1, 2, 3, 4, 5, 0, 0, 0], 0)
     heads, c = 2, 3
