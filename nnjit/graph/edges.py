@@ -22,7 +22,7 @@ from nnjit.graph.opcodes import (
     GRAPH_RAW,
     Opcode,
 )
-from nnjit.graph.tape import BatchDim, Symbolic, Tape, Tensor
+from nnjit.graph.tape import BatchDim, SlotSpec, Symbolic, Tape, Tensor
 
 WEIGHT_KINDS = {"gcn": EDGE_WEIGHTS_GCN, "mean": EDGE_WEIGHTS_MEAN}
 
@@ -103,9 +103,13 @@ class SparseFeatures(Symbolic):
         return False
 
     def dense(self, weight: Tensor, bias: Tensor | None) -> Tensor:
-        """``X @ weight.T + bias`` as a dense (N, out) tensor (one sparse-times-dense op)."""
+        """``X @ weight.T + bias`` as a dense (N, out) tensor (one sparse-times-dense op).
+
+        The op keeps a transposed copy of the weight (its gradient, in the gradient arena) in a
+        scratch slot (F, out), named by aux1, so every non-zero reads one contiguous row."""
+        scratch = self.tape._new_slot(SlotSpec(weight.cols, weight.rows, name="csr_dense.w_t"))
         return self.tape.record(Opcode.CSR_DENSE, [self.nonzeros, weight, bias], self._rows,
-                                weight.rows, aux=(GRAPH_FEATURES,))
+                                weight.rows, aux=(GRAPH_FEATURES, scratch.slot))
 
     def dropout(self, p: float) -> SparseFeatures:
         """Dropout on the non-zeros (the zeros stay zero): as dropout on the dense matrix."""

@@ -25,11 +25,9 @@ from nnjit.graph.opcodes import (
 from nnjit.graph.slot_views import slot_flat, slot_view
 from nnjit.kernels import dense as kd
 from nnjit.kernels import graph_ops as kg
-from nnjit.kernels._jit import jit
+from nnjit.kernels._jit import inlined, jit
 
-
-def _inlined(kernel):
-    return jit(kernel.py_func, inline="always")
+_inlined = inlined
 
 
 _spmm_f, _spmm_bx, _spmm_bw = (_inlined(kg.spmm_forward), _inlined(kg.spmm_backward_x),
@@ -41,7 +39,7 @@ _dot_f, _dot_bx, _dot_ba = (_inlined(kg.head_dot_forward), _inlined(kg.head_dot_
                             _inlined(kg.head_dot_backward_att))
 _gather_f, _gather_b = (_inlined(kg.edge_gather_add_forward),
                         _inlined(kg.edge_gather_add_backward))
-_csr_f, _csr_bw = _inlined(kg.csr_dense_forward), _inlined(kg.csr_dense_backward_w)
+_csr_f, _csr_bw = _inlined(kg.csr_dense_forward_t), _inlined(kg.csr_dense_backward_w_t)
 _gcn_w, _mean_w = _inlined(kg.gcn_norm_weights), _inlined(kg.mean_weights)
 _bias_b = _inlined(kd.dense_backward_bias)
 
@@ -102,8 +100,9 @@ def graph_forward(i, rows, records, slots, values, gdata):
     elif op == _CSR_DENSE:
         x_indptr, x_indices = csr_of(gdata, GRAPH_FEATURES)
         bias = slot_flat(values, slots, c if c >= 0 else b, rows)
+        w_t = slot_view(values, slots, records[i, R_AUX1], rows)
         _csr_f(x_indptr, x_indices, slot_flat(values, slots, a, rows),
-               slot_view(values, slots, b, rows), bias, out, c >= 0)
+               slot_view(values, slots, b, rows), w_t, bias, out, c >= 0)
     elif op == _HEAD_MEAN:
         x = slot_view(values, slots, a, rows)
         heads = records[i, R_AUX1]
@@ -168,7 +167,8 @@ def graph_backward(i, rows, records, slots, values, grads, gdata):
         x_indptr, x_indices = csr_of(gdata, GRAPH_FEATURES)
         if need_b:
             _csr_bw(x_indptr, x_indices, slot_flat(values, slots, a, rows), dy,
-                    slot_view(grads, slots, b, rows), acc_b)
+                    slot_view(grads, slots, b, rows),
+                    slot_view(grads, slots, records[i, R_AUX1], rows), acc_b)
         if c >= 0 and need_c:
             _bias_b(dy, slot_flat(grads, slots, c, rows), acc_c)
     elif op == _HEAD_MEAN:

@@ -58,3 +58,9 @@ def jit(fn=None, **overrides):
     if fn is None:
         return lambda f: numba.njit(**options)(f)
     return numba.njit(**options)(fn)
+
+
+def inlined(kernel):
+    """A copy of ``kernel`` (same source) that numba inlines into its caller (kernel families:
+    one compiled dispatcher instead of one compiled function per kernel)."""
+    return jit(getattr(kernel, "py_func", kernel), inline="always")

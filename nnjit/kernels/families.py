@@ -12,16 +12,12 @@ from nnjit.graph.opcodes import Opcode
 from nnjit.kernels import elementwise as ke
 from nnjit.kernels import loss as kl
 from nnjit.kernels import optim as ko
-from nnjit.kernels._jit import jit
+from nnjit.kernels._jit import inlined, jit
 
 OPT_SGD, OPT_ADAM, OPT_RMSPROP = 0, 1, 2
 LOSS_SOFTMAX_CE, LOSS_MSE, LOSS_BCE = 0, 1, 2
 
-
-
-def _inlined(kernel):
-    """A copy of ``kernel`` (same source) that numba inlines into its caller."""
-    return jit(kernel.py_func, inline="always")
+_inlined = inlined
 
 
 _sgd, _adam, _rmsprop = (_inlined(ko.sgd_update), _inlined(ko.adam_update),
