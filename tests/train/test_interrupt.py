@@ -16,6 +16,16 @@ from nnjit.train.builtin_callbacks import ProgressBar
 from nnjit.train.trainer import Trainer
 
 
+@pytest.fixture(autouse=True)
+def python_sigint_handler():
+    """Python's own SIGINT handler, as in a foreground terminal. A process started in the
+    background by a non-interactive shell (CI scripts, ``cmd &``) inherits SIGINT ignored, and
+    Python then leaves it ignored: Ctrl-C cannot reach such a process at all."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def _digits():
     X, y = nn.datasets.load("digits")
     X = nn.datasets.standardize(np.asarray(X, dtype=np.float32))
