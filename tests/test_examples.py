@@ -28,3 +28,10 @@ def test_custom_op_seed(tmp_path):
     stdout = run("custom_op_seed.py", tmp_path)
     assert re.search(r"Python MulOp: [0-9.]+ ms/epoch, test accuracy 0\.[89]", stdout), stdout
     assert "slower" in stdout
+
+
+def test_cora_gnn(tmp_path):
+    stdout = run("cora_gnn.py", tmp_path)
+    accuracies = dict(re.findall(r"^(.+?): test accuracy ([0-9.]+)", stdout, flags=re.M))
+    assert set(accuracies) == {"GCN", "GraphSAGE", "GAT", "GraphSAGE, neighbour-sampled"}
+    assert all(float(a) >= 0.75 for a in accuracies.values()), stdout
