@@ -231,3 +231,23 @@ def test_gcn_norm_matches_pyg():
     ref_ei, ref_w = pyg_gcn.gcn_norm(torch.as_tensor(ei), None, n, add_self_loops=True)
     np.testing.assert_array_equal(ours_ei, ref_ei.numpy())
     np.testing.assert_allclose(ours_w, ref_w.numpy(), rtol=1e-6)
+
+
+def test_load_graph_npz_round_trip_and_errors(tmp_path):
+    """Any npz with Cora's layout loads as a GraphDataset and validates into a Graph; a missing
+    array is named."""
+    import nnjit as nn
+
+    cora = nn.datasets.load_cora()
+    path = tmp_path / "mine.npz"
+    np.savez(path, x=cora.x[:50], y=cora.y[:50], edge_index=np.array([[0, 1, 2], [1, 2, 0]]),
+             train_mask=np.arange(50) < 10, val_mask=(np.arange(50) >= 10) & (np.arange(50) < 20),
+             test_mask=np.arange(50) >= 20)
+    ds = nn.datasets.load_graph_npz(path)
+    graph = Graph.from_dataset(ds)
+    assert (ds.name, graph.num_nodes, graph.num_edges) == ("mine", 50, 3)
+    np.savez(tmp_path / "bad.npz", x=cora.x[:5], y=cora.y[:5])
+    with pytest.raises(ValueError, match=r"bad.npz lacks edge_index, train_mask, val_mask"):
+        nn.datasets.load_graph_npz(tmp_path / "bad.npz")
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        nn.datasets.load_graph_npz(tmp_path / "none.npz")
