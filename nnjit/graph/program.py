@@ -7,7 +7,7 @@ import numpy as np
 from nnjit.graph import interpreter as it
 from nnjit.graph import status as st
 from nnjit.graph.arena import S_COLS, S_FLAGS, S_OFFSET, S_ROWS, SLOT_BATCH, layout
-from nnjit.graph.graph_data import G_NEED_LOOPS, G_WEIGHTS_READY, no_graph
+from nnjit.graph.graph_data import G_INPUT_LOADED, G_NEED_LOOPS, G_WEIGHTS_READY, no_graph
 from nnjit.graph.opcodes import CLASSIFICATION_LOSSES, GRAPH_LOOPS, GRAPH_OPCODES, Opcode
 from nnjit.graph.tape import SlotSpec, Tape, Tensor
 from nnjit.kernels.rng import seed_state
@@ -119,6 +119,7 @@ class Program:
         Returns the final status (DONE, or PAUSED when ``on_pause`` stopped it).
         Raises on divergence.
         """
+        self.gdata[G_INPUT_LOADED] = 0  # the caller's X may differ from the last call's
         while True:
             status, where = self._execute(
                 task, self.records, self.slots, self.hyper, self.values, self.grads,

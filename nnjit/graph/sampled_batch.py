@@ -15,6 +15,7 @@ from nnjit.graph.graph_data import (
     G_FANOUTS,
     G_FEATURES_SLOT,
     G_FULL,
+    G_INPUT_LOADED,
     G_LOCAL_OF,
     G_MAX_EDGES,
     G_MAX_NODES,
@@ -23,9 +24,10 @@ from nnjit.graph.graph_data import (
     G_NODE_IDS,
     G_NUM_NODES,
     G_SEEDS,
+    MODE_FULL_BATCH,
     MODE_SAMPLED,
 )
-from nnjit.graph.interpreter import L_INPUT, L_TARGET, load_rows
+from nnjit.graph.interpreter import L_INPUT, L_TARGET, _load_batch, load_rows
 from nnjit.graph.opcodes import GRAPH_LOOPS, GRAPH_RAW
 from nnjit.graph.slot_views import slot_view
 from nnjit.kernels._jit import jit
@@ -55,6 +57,15 @@ def add_self_loops(indptr, src, n_nodes, out_indptr, out_src):
 def load_graph_job(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots,
                    layout, gdata, rng):
     """A job of a graph program; returns the rows of its node slots (see the module doc)."""
+    if gdata[G_MODE] == MODE_FULL_BATCH:  # row i is node i: never permuted
+        if gdata[G_INPUT_LOADED] == 0:  # the features, once per call (see G_INPUT_LOADED)
+            _load_batch(src_x, perm, False, start, rows,
+                        slot_view(values, slots, layout[L_INPUT], rows))
+            gdata[G_INPUT_LOADED] = 1
+        if with_targets:
+            _load_batch(src_y, perm, False, start, rows,
+                        slot_view(values, slots, layout[L_TARGET], rows))
+        return rows
     if gdata[G_MODE] != MODE_SAMPLED:
         return load_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots,
                          layout, gdata, rng)

@@ -90,3 +90,20 @@ def test_bad_loader_arguments():
     loader = nn.NeighborLoader(graph, [2, 2], batch_size=8)
     with pytest.raises(ValueError, match="validation batches must use the training fan-outs"):
         trainer.fit(loader, epochs=1, val=nn.NeighborLoader(graph, [3], mask="val"), verbose=0)
+
+
+def test_full_batch_rows_are_never_permuted():
+    """A trainer whose shuffle order is not the identity (e.g. after a sampled fit over as many
+    seeds as nodes) still feeds node i as row i in full batch: the history equals a fresh
+    trainer's."""
+    graph = random_graph(40, 120, seed=4)
+    weights = SAGE2(6, 5, 3).state_dict()
+    histories = []
+    for shuffled in (False, True):
+        trainer = nn.Trainer(SAGE2(6, 5, 3), nn.SGD(lr=0.1), dtype=np.float64, seed=0)
+        trainer.model.load_state_dict(weights)
+        if shuffled:
+            trainer._perm = np.random.default_rng(0).permutation(graph.num_nodes)
+        histories.append(trainer.fit(graph, epochs=3, verbose=0, n_iter_no_change=None))
+    np.testing.assert_array_equal(histories[0][["train_loss", "val_loss"]],
+                                  histories[1][["train_loss", "val_loss"]])
