@@ -23,29 +23,39 @@ EDGE_FLAGS = (SLOT_EDGES_RAW, SLOT_EDGES_LOOPS)  # by CSR number (GRAPH_RAW, GRA
 ALIGN_BYTES = 64
 
 
-def layout(slots, dtype) -> tuple[np.ndarray, int, int]:
+def layout(slots, dtype) -> tuple[np.ndarray, int, int, int]:
     """Place ``slots`` (a list of :class:`~nnjit.graph.tape.SlotSpec`) in one arena.
 
+    Constant slots (data the ops read, e.g. a graph's node features) go last, after every slot
+    that may have a gradient, so the gradient arena stops where they start.
+
     Returns:
-        (slot_table, arena_size, n_params): the int64 slot table, the arena length in elements
-        and the length of the parameter block at its start.
+        (slot_table, arena_size, n_params, grad_size): the int64 slot table, the arena length in
+        elements, the length of the parameter block at its start, and the length the gradient
+        arena needs.
 
     Raises:
         ValueError: if a parameter slot comes after a non-parameter slot.
     """
     align = max(1, ALIGN_BYTES // np.dtype(dtype).itemsize)
-    table = []
+    table = [None] * len(slots)
     offset = 0
     n_params = 0
     params_done = False
-    for spec in slots:
+    order = [i for i, spec in enumerate(slots) if not spec.constant]
+    constants = [i for i, spec in enumerate(slots) if spec.constant]
+    grad_size = None
+    for i in order + constants:
+        spec = slots[i]
+        if spec.constant and grad_size is None:
+            grad_size = offset
         if spec.param and params_done:
             raise ValueError(f"parameter slot '{spec.name}' laid out after activations")
         if not spec.param and not params_done:
             params_done = True
             n_params = offset
             offset = (offset + align - 1) // align * align
-        table.append((
+        table[i] = ((
             offset,
             spec.rows,
             spec.cols,
@@ -59,4 +69,6 @@ def layout(slots, dtype) -> tuple[np.ndarray, int, int]:
         offset += size if spec.param else (size + align - 1) // align * align
     if not params_done:
         n_params = offset
-    return np.array(table, dtype=np.int64).reshape(len(slots), 4), max(offset, 1), n_params
+    grad_size = offset if grad_size is None else grad_size
+    return (np.array(table, dtype=np.int64).reshape(len(slots), 4), max(offset, 1), n_params,
+            max(grad_size, 1))

@@ -40,9 +40,9 @@ class Program:
         scratch = _scratch_size(tape)
         tape.slots.append(SlotSpec(scratch, 1, name="scratch"))
         self.records = tape.records()
-        self.slots, size, self.n_params = layout(tape.slots, self.dtype)
+        self.slots, size, self.n_params, grad_size = layout(tape.slots, self.dtype)
         self.values = np.zeros(size, dtype=self.dtype)
-        self.grads = np.zeros(size, dtype=self.dtype)
+        self.grads = np.zeros(grad_size, dtype=self.dtype)  # constants (laid out last) have none
         self.hyper = np.array(tape.hyper + [0.0], dtype=np.float64)
         fields = {
             it.L_INPUT: input.slot,

@@ -45,6 +45,7 @@ class SlotSpec:
     requires_grad: bool = False
     name: str = ""
     edges: int = -1  # an edge slot: the CSR number whose edges are its rows (-1: not one)
+    constant: bool = False  # data written once after layout, never a gradient (laid out last)
 
     @property
     def size(self) -> int:
@@ -213,7 +214,7 @@ class Tape:
         """A fixed-size slot holding ``values`` (rows, cols), written once after layout."""
         values = np.asarray(values)
         values = values.reshape(len(values), -1) if values.ndim != 2 else values
-        t = self._new_slot(SlotSpec(values.shape[0], values.shape[1], name=name))
+        t = self._new_slot(SlotSpec(values.shape[0], values.shape[1], name=name, constant=True))
         self.constants[t.slot] = values
         return t
 

@@ -107,3 +107,14 @@ def test_full_batch_rows_are_never_permuted():
         histories.append(trainer.fit(graph, epochs=3, verbose=0, n_iter_no_change=None))
     np.testing.assert_array_equal(histories[0][["train_loss", "val_loss"]],
                                   histories[1][["train_loss", "val_loss"]])
+
+
+def test_constant_slots_have_no_gradient_space():
+    """The node features of a sampled program (and sparse non-zeros) are constants: laid out
+    last, outside the gradient arena."""
+    graph = random_graph(3000, 20000, seed=5)
+    trainer = nn.Trainer(SAGE2(6, 8, 3), seed=0)
+    trainer.fit(nn.NeighborLoader(graph, [3, 2], batch_size=8), epochs=1, verbose=0)
+    program = trainer.program
+    features = graph.num_nodes * graph.num_features
+    assert program.values.size - program.grads.size >= features
