@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 
 import numpy as np
 import pandas as pd
@@ -130,3 +131,10 @@ def test_bench_passes_every_argument_through(monkeypatch):
     monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd) or 0)
     assert main(["bench", "--quick", "--only", "gnn"]) == 0
     assert calls[0][1:] == ["-m", "benchmarks", "--quick", "--only", "gnn"]
+
+
+def test_demo_cora_trains_a_gcn(capsys):
+    assert main(["demo", "--dataset", "cora", "--epochs", "30", "--seed", "0"]) == 0
+    out = capsys.readouterr().out
+    accuracy = float(re.search(r"test accuracy ([0-9.]+)", out).group(1))
+    assert "GCN 1433-16-7" in out and accuracy > 0.5
