@@ -778,9 +778,15 @@ class Trainer:
         return proba
 
     def evaluate(self, data, y=None) -> dict:
-        """Mean loss (and accuracy for classification) on a DataLoader or ``(X, y)``."""
+        """Mean loss (and accuracy for classification) on a DataLoader or ``(X, y)``, or on a
+        graph's nodes: ``evaluate(graph, "test")`` (a mask name or bool array; every node when
+        omitted)."""
+        from nnjit.data.full_batch import FullBatch
+        from nnjit.data.graph import Graph
+
         self._require_fitted("evaluate")
-        loader = self._as_loader(data, y, "evaluate")
+        loader = (FullBatch(data, y) if isinstance(data, Graph)
+                  else self._as_loader(data, y, "evaluate"))
         graph_x = self._graph_features(loader, "evaluate")
         X = graph_x if graph_x is not None else self._check_X(loader.X, "evaluate")
         Y = loader.targets(self.loss, self.program.output_cols, self.dtype)

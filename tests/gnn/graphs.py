@@ -1,4 +1,4 @@
-"""Hypothesis strategies and NumPy references for the graph layer tests."""
+"""Hypothesis strategies, NumPy references and small models for the graph layer tests."""
 
 from __future__ import annotations
 
@@ -69,3 +69,32 @@ def gat_reference(x, edge_index, weight, att_src, att_dst, bias, heads, concat, 
         out[i] = (alpha[:, :, None] * h[ei[0, into]]).sum(0)
     out = out.reshape(n, -1) if concat else out.mean(1)
     return out + bias
+
+
+class OneLayer(nn.Module):
+    def __init__(self, layer):
+        super().__init__()
+        self.conv = layer
+
+    def forward(self, x, edges):
+        return self.conv(x, edges)
+
+
+def make_layer(kind, f_in, f_out, heads=2):
+    if kind == "gcn":
+        return nn.GCNConv(f_in, f_out)
+    if kind.startswith("sage"):
+        return nn.SAGEConv(f_in, f_out, aggr=kind.split("_")[1])
+    if kind == "gat_concat":
+        return nn.GATConv(f_in, f_out, heads=heads)
+    return nn.GATConv(f_in, f_out, heads=heads, concat=False)
+
+
+KINDS = ["gcn", "sage_mean", "sage_max", "sage_sum", "gat_concat", "gat_mean"]
+
+
+def randomize(model, seed):
+    """Non-zero biases and attention so every parameter matters."""
+    rng = np.random.default_rng(seed)
+    for _, p in model.named_parameters():
+        p.data[...] = rng.normal(scale=0.7, size=p.data.shape)

@@ -1,4 +1,5 @@
-"""Graph layers: NumPy references, finite-difference gradients through the interpreter, PyG."""
+"""Graph layers: NumPy references and finite-difference gradients through the interpreter
+(PyG parity: test_pyg_parity.py)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,20 @@ from hypothesis import strategies as st
 
 import nnjit as nn
 from nnjit.nn import functional as F
-from tests.gnn.graphs import gat_reference, gcn_reference, sage_reference, small_graphs
+from tests.gnn.graphs import (
+    KINDS,
+    OneLayer,
+    gat_reference,
+    gcn_reference,
+    make_layer,
+    randomize,
+    sage_reference,
+    small_graphs,
+)
 from tests.helpers import finite_difference_gradients
 
 SETTINGS = settings(max_examples=15, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
-
-
-class OneLayer(nn.Module):
-    def __init__(self, layer):
-        super().__init__()
-        self.conv = layer
-
-    def forward(self, x, edges):
-        return self.conv(x, edges)
 
 
 class TwoLayers(nn.Module):
@@ -38,16 +39,6 @@ class TwoLayers(nn.Module):
         return self.conv2(F.tanh(self.conv(x, edges)), edges)
 
 
-def make_layer(kind, f_in, f_out, heads=2):
-    if kind == "gcn":
-        return nn.GCNConv(f_in, f_out)
-    if kind.startswith("sage"):
-        return nn.SAGEConv(f_in, f_out, aggr=kind.split("_")[1])
-    if kind == "gat_concat":
-        return nn.GATConv(f_in, f_out, heads=heads)
-    return nn.GATConv(f_in, f_out, heads=heads, concat=False)
-
-
 def reference(kind, layer, x, edge_index):
     p = {k: v.astype(np.float64) for k, v in layer.state_dict().items()}
     if kind == "gcn":
@@ -57,16 +48,6 @@ def reference(kind, layer, x, edge_index):
                               p["lin_r.weight"], kind.split("_")[1])
     return gat_reference(x, edge_index, p["lin.weight"], p["att_src"], p["att_dst"], p["bias"],
                          layer.heads, layer.concat)
-
-
-KINDS = ["gcn", "sage_mean", "sage_max", "sage_sum", "gat_concat", "gat_mean"]
-
-
-def randomize(model, seed):
-    """Non-zero biases and attention so every parameter matters."""
-    rng = np.random.default_rng(seed)
-    for _, p in model.named_parameters():
-        p.data[...] = rng.normal(scale=0.7, size=p.data.shape)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -159,34 +140,13 @@ def test_bad_graph_inputs_raise_clearly():
         nn.GATConv(3, 2, dropout=1.5)
 
 
-torch = pytest.importorskip("torch", reason="the parity extra (torch) is not installed")
-pyg = pytest.importorskip("torch_geometric", reason="the pyg extra is not installed")
-
-
-@pytest.mark.parametrize("kind", KINDS)
-def test_layer_output_equals_pyg(kind):
-    from torch_geometric import nn as pnn
-
+def test_evaluate_a_graph_without_a_mask_counts_every_node():
     rng = np.random.default_rng(1)
-    n, f_in, f_out = 30, 6, 4
-    edge_index = rng.integers(0, n, (2, 90))
-    graph = nn.Graph.from_arrays(rng.normal(size=(n, f_in)), edge_index, rng.integers(0, 3, n))
-    layer = make_layer(kind, f_in, f_out)
-    model = OneLayer(layer)
-    trainer = nn.Trainer(model, dtype=np.float64, seed=0)
-    trainer.gradients(graph)
-    randomize(model, 3)
-    if kind == "gcn":
-        theirs = pnn.GCNConv(f_in, f_out)
-    elif kind.startswith("sage"):
-        theirs = pnn.SAGEConv(f_in, f_out, aggr=kind.split("_")[1])
-    else:
-        theirs = pnn.GATConv(f_in, f_out, heads=2, concat=kind == "gat_concat")
-    mine = layer.state_dict()
-    theirs = theirs.double()
-    with torch.no_grad():
-        for name, p in theirs.named_parameters():
-            p.copy_(torch.from_numpy(mine[name].reshape(tuple(p.shape))))
-        expected = theirs(torch.from_numpy(graph.x.astype(np.float64)),
-                                   torch.from_numpy(edge_index)).numpy()
-    np.testing.assert_allclose(trainer.predict_outputs(graph), expected, rtol=1e-9, atol=1e-10)
+    n = 10
+    graph = nn.Graph.from_arrays(rng.normal(size=(n, 3)), rng.integers(0, n, (2, 20)),
+                                 rng.integers(0, 2, n), train_mask=np.arange(n) < 3)
+    trainer = nn.Trainer(OneLayer(nn.GCNConv(3, 2)), dtype=np.float64, seed=0)
+    trainer.fit(graph, epochs=1, verbose=0)
+    everything = trainer.evaluate(graph)
+    assert everything == trainer.evaluate(graph, np.ones(n, bool))
+    assert everything != trainer.evaluate(graph, "train")
