@@ -1,6 +1,8 @@
-"""Shared test configuration: one hypothesis profile (the first example of a test compiles)."""
+"""Shared test configuration: one hypothesis profile (the first example of a test compiles),
+and no stale compiled code."""
 
 import os
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
@@ -12,3 +14,21 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile("nnjit")
+
+
+def _drop_stale_numba_cache() -> None:
+    """Delete numba's cached machine code older than the newest nnjit source file.
+
+    numba checks a cached function against its own file only, so after an edit to a kernel the
+    interpreter (another file) would load its old copy from the cache and the tests would run
+    stale code. Deleting is always safe: the next call compiles again.
+    """
+    package = Path(__file__).resolve().parents[1] / "nnjit"
+    newest = max(p.stat().st_mtime for p in package.rglob("*.py"))
+    for cached in (*package.rglob("*.nbi"), *package.rglob("*.nbc")):
+        if cached.stat().st_mtime < newest:
+            cached.unlink(missing_ok=True)
+
+
+if not os.environ.get("NUMBA_CACHE_DIR"):  # a cache elsewhere is the caller's to manage
+    _drop_stale_numba_cache()
