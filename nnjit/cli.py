@@ -73,8 +73,9 @@ def demo_graph(epochs: int, seed: int) -> float:
     return accuracy
 
 
-def warmup() -> None:
-    """Compile (or load from cache) the interpreter for float32 and float64."""
+def warmup(graph: bool = False) -> None:
+    """Compile (or load from cache) the interpreter for float32 and float64; with ``graph``
+    also its graph build (full batch, sparse features and neighbour sampling)."""
     import numpy as np
 
     import nnjit as nn
@@ -82,10 +83,37 @@ def warmup() -> None:
     for dtype in (np.float32, np.float64):
         start = time.perf_counter()
         X = np.random.default_rng(0).normal(size=(8, 2))
+        y = np.arange(8) % 2
         trainer = nn.Trainer(nn.Sequential(nn.Linear(2, 2)), dtype=dtype, seed=0)
-        trainer.fit(nn.DataLoader(X, np.arange(8) % 2, batch_size=4), epochs=1, val=(X, np.arange(8) % 2), verbose=False)
+        trainer.fit(nn.DataLoader(X, y, batch_size=4), epochs=1, val=(X, y), verbose=False)
         trainer.predict_proba(X)
+        if graph:
+            _warm_graph_build(nn, X, y, dtype)
         print(f"{np.dtype(dtype).name}: ready in {time.perf_counter() - start:.2f} s")
+
+
+def _warm_graph_build(nn, X, y, dtype) -> None:
+    """One tiny fit through every graph op: GCN on sparse features, GAT, SAGE max, sampling."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    class TwoLayers(nn.Module):
+        def __init__(self, first, second):
+            super().__init__()
+            self.first, self.second, self.drop = first, second, nn.Dropout(0.1)
+
+        def forward(self, x, edges):
+            return self.second(self.drop(self.first(self.drop(x), edges)), edges)
+
+    edges, train = [[0, 1, 2], [1, 2, 0]], np.arange(len(X)) < 4
+    sparse = nn.Graph.from_arrays(sp.csr_matrix(X), edges, y, train_mask=train)
+    dense = nn.Graph.from_arrays(X, edges, y, train_mask=train)
+    runs = [(TwoLayers(nn.GCNConv(2, 2), nn.GATConv(2, 2)), sparse),
+            (TwoLayers(nn.SAGEConv(2, 2, aggr="max"), nn.GATConv(2, 2, heads=2, concat=False)),
+             dense),
+            (TwoLayers(nn.SAGEConv(2, 2), nn.GCNConv(2, 2)), nn.NeighborLoader(dense, [2], 2))]
+    for model, data in runs:
+        nn.Trainer(model, dtype=dtype, seed=0).fit(data, epochs=1, verbose=False)
 
 
 def _load_data(spec: str, config, target: str | None, seed: int):
@@ -227,7 +255,9 @@ def main(argv=None) -> int:
     p_demo.add_argument("--dataset", choices=sorted(DEMO_SETTINGS) + ["cora"], default="digits")
     p_demo.add_argument("--epochs", type=int, default=None, help="default 100 (cora: 200)")
     p_demo.add_argument("--seed", type=int, default=42)
-    sub.add_parser("warmup", help="compile the interpreter once (float32 and float64)")
+    p_warm = sub.add_parser("warmup", help="compile the interpreter once (float32 and float64)")
+    p_warm.add_argument("--graph", action="store_true",
+                        help="also compile the graph build (GNN layers, neighbour sampling)")
     p_train = sub.add_parser("train", help="train a run from a RunConfig YAML file")
     p_train.add_argument("config", help="RunConfig YAML file")
     p_train.add_argument("--data", help="built-in data set name (iris, digits, "
@@ -266,7 +296,7 @@ def main(argv=None) -> int:
         else:
             demo(args.dataset, args.epochs or 100, args.seed)
     elif args.command == "warmup":
-        warmup()
+        warmup(args.graph)
     elif args.command == "train":
         return cmd_train(args)
     elif args.command == "runs":

@@ -138,3 +138,8 @@ def test_demo_cora_trains_a_gcn(capsys):
     out = capsys.readouterr().out
     accuracy = float(re.search(r"test accuracy ([0-9.]+)", out).group(1))
     assert "GCN 1433-16-7" in out and accuracy > 0.5
+
+
+def test_warmup_graph_compiles_the_graph_build(capsys):
+    assert main(["warmup", "--graph"]) == 0
+    assert capsys.readouterr().out.count("ready in") == 2
