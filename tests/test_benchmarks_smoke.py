@@ -119,3 +119,14 @@ def test_gnn_json_has_the_reported_numbers(suite):
     kinds = {(t["model"], t["what"]) for t in data["targets"]}
     assert len(kinds) == 7 and {t["status"] for t in data["targets"]} <= {"PASS", "MISS",
                                                                           "not run"}
+
+
+def test_suite_runs_parallel_lighter_but_quick_stays_quick():
+    """The default suite passes benchmarks.parallel lighter settings (to stay under 10 minutes);
+    --quick passes --quick."""
+    from benchmarks.__main__ import SUITE_ARGS, _module_source, command
+
+    source = _module_source("parallel")
+    assert command("parallel", False, None, source)[3:] == SUITE_ARGS["parallel"]
+    assert command("parallel", True, None, source)[3:] == ["--quick"]
+    assert command("scale", False, None, _module_source("scale"))[3:] == []
