@@ -17,6 +17,8 @@ functions, their LLVM modules were optimised once on their own and again after l
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from nnjit.graph import status as st
@@ -44,7 +46,7 @@ from nnjit.kernels import gradients as gk
 from nnjit.kernels import loss as kl
 from nnjit.kernels import optim as ko
 from nnjit.kernels import rng as kr
-from nnjit.kernels._jit import jit
+from nnjit.kernels._jit import jit, renamed_copy
 from nnjit.kernels.clock import monotonic_ns
 from nnjit.kernels.views import borrow, view2d
 
@@ -531,31 +533,23 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
 
 
 # -- the graph build ---------------------------------------------------------------------------
+@functools.cache
 def _graph_build():
     """``execute`` again, from the same source, with the graph ops' dispatchers in place of the
     empty stand-ins: copies of ``_forward_op``, ``_backward_op``, ``replay`` and ``execute`` whose
-    globals point at each other and at :mod:`nnjit.graph.message_passing`.
+    globals point at each other, at :mod:`nnjit.graph.message_passing` and at the job loader
+    that samples subgraphs (:mod:`nnjit.graph.sampled_batch`).
 
     Only programs with graph ops call it, so an MLP's cold compile does not pay for graph
     kernels (a GNN pays one more ``execute`` compile once; both are cached on disk). Each copy
-    gets its own name: numba's cache is keyed by qualified name (see ``parallel_build``).
+    gets its own name (:func:`nnjit.kernels._jit.renamed_copy`).
     """
-    import types
-
     from nnjit.graph import message_passing as mp
     from nnjit.graph import sampled_batch as sb
 
     def copy(dispatcher, overrides):
-        fn = dispatcher.py_func
-        scope = dict(fn.__globals__)
-        scope.update(overrides)
-        twin = types.FunctionType(fn.__code__, scope, fn.__name__ + "_graph", fn.__defaults__,
-                                  fn.__closure__)
-        twin.__qualname__ = fn.__qualname__ + "_graph"
-        twin.__module__ = fn.__module__
-        twin.__doc__ = fn.__doc__
-        return jit(twin, **{k: v for k, v in dispatcher.targetoptions.items()
-                            if k == "inline"})
+        inline = {k: v for k, v in dispatcher.targetoptions.items() if k == "inline"}
+        return jit(renamed_copy(dispatcher, "graph", overrides), **inline)
 
     forward = copy(_forward_op, {"_graph_forward": mp.graph_forward})
     backward = copy(_backward_op, {"_graph_backward": mp.graph_backward})
@@ -563,15 +557,6 @@ def _graph_build():
     return copy(execute, {"replay": replay_g, "_load_job": sb.load_graph_job})
 
 
-class _LazyGraphBuild:
-    """``execute_graph``: built (and compiled or loaded from cache) on first use."""
-
-    _build = None
-
-    def __call__(self, *args):
-        if _LazyGraphBuild._build is None:
-            _LazyGraphBuild._build = _graph_build()
-        return _LazyGraphBuild._build(*args)
-
-
-execute_graph = _LazyGraphBuild()
+def execute_graph(*args):
+    """:func:`execute` with graph ops (built, then compiled or loaded from cache, on first use)."""
+    return _graph_build()(*args)

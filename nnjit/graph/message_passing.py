@@ -1,6 +1,6 @@
 """The interpreter's graph ops: one compiled forward and one backward dispatcher.
 
-Only the graph build of the interpreter (:data:`nnjit.graph.interpreter.execute_graph`) calls
+Only the graph build of the interpreter (:func:`nnjit.graph.interpreter.execute_graph`) calls
 these, so an MLP never compiles them. The kernels (``nnjit/kernels/graph_ops.py``) are inlined
 here from their single source, as in :mod:`nnjit.kernels.families`: numba's compile cost is
 per compiled function.

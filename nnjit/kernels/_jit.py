@@ -60,6 +60,27 @@ def jit(fn=None, **overrides):
     return numba.njit(**options)(fn)
 
 
+def renamed_copy(fn, suffix: str, overrides: dict | None = None):
+    """A copy of the Python function behind ``fn`` (a dispatcher or a plain function) named
+    ``<name>_<suffix>``, its globals updated with ``overrides`` (names it calls, swapped).
+
+    Numba's on-disk cache is keyed by the qualified name and source file, not by the compile
+    options or the globals, so a second build of one function must carry its own name or the two
+    builds load each other's machine code (measured: the wrong build ran, or segfaulted).
+    """
+    import types
+
+    fn = getattr(fn, "py_func", fn)  # a plain function under NUMBA_DISABLE_JIT=1
+    scope = fn.__globals__ if not overrides else {**fn.__globals__, **overrides}
+    twin = types.FunctionType(fn.__code__, scope, f"{fn.__name__}_{suffix}", fn.__defaults__,
+                              fn.__closure__)
+    twin.__qualname__ = f"{fn.__qualname__}_{suffix}"
+    twin.__module__ = fn.__module__
+    twin.__doc__ = fn.__doc__
+    twin.__kwdefaults__ = fn.__kwdefaults__
+    return twin
+
+
 def inlined(kernel):
     """A copy of ``kernel`` (same source) that numba inlines into its caller (kernel families:
     one compiled dispatcher instead of one compiled function per kernel)."""

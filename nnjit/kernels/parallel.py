@@ -30,7 +30,6 @@ import functools
 import importlib
 import os
 import sys
-import types
 import warnings
 
 import numba
@@ -39,7 +38,7 @@ from numba.np.ufunc import parallel as _npar
 
 from nnjit.kernels import elementwise as _ke
 from nnjit.kernels import optim as _ko
-from nnjit.kernels._jit import jit
+from nnjit.kernels._jit import jit, renamed_copy
 
 #: A size no array reaches: "never use the parallel build". An int64, so compiled code can compare.
 NEVER = 2**62
@@ -104,13 +103,9 @@ def parallel_build(kernel):
     Returns:
         A new dispatcher compiled with nnjit's options plus ``parallel=True``.
     """
-    fn = getattr(kernel, "py_func", kernel)  # a plain function under NUMBA_DISABLE_JIT=1
-    name = fn.__name__ + "_parallel"
-    twin = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__)
-    twin.__qualname__ = fn.__qualname__ + "_parallel"
-    twin.__module__ = fn.__module__
+    fn = getattr(kernel, "py_func", kernel)
+    twin = renamed_copy(fn, "parallel")
     twin.__doc__ = f"Parallel build of ``{fn.__module__}.{fn.__qualname__}``.\n\n{fn.__doc__ or ''}"
-    twin.__kwdefaults__ = fn.__kwdefaults__
     return jit(twin, parallel=True)
 
 
