@@ -27,21 +27,18 @@ from nnjit.kernels import dense as kd
 from nnjit.kernels import graph_ops as kg
 from nnjit.kernels._jit import inlined, jit
 
-_inlined = inlined
-
-
-_spmm_f, _spmm_bx, _spmm_bw = (_inlined(kg.spmm_forward), _inlined(kg.spmm_backward_x),
-                               _inlined(kg.spmm_backward_w))
-_max_f, _max_b = _inlined(kg.scatter_max_forward), _inlined(kg.scatter_max_backward)
-_softmax_f, _softmax_b = (_inlined(kg.segment_softmax_forward),
-                          _inlined(kg.segment_softmax_backward))
-_dot_f, _dot_bx, _dot_ba = (_inlined(kg.head_dot_forward), _inlined(kg.head_dot_backward_x),
-                            _inlined(kg.head_dot_backward_att))
-_gather_f, _gather_b = (_inlined(kg.edge_gather_add_forward),
-                        _inlined(kg.edge_gather_add_backward))
-_csr_f, _csr_bw = _inlined(kg.csr_dense_forward_t), _inlined(kg.csr_dense_backward_w_t)
-_gcn_w, _mean_w = _inlined(kg.gcn_norm_weights), _inlined(kg.mean_weights)
-_bias_b = _inlined(kd.dense_backward_bias)
+_spmm_f, _spmm_bx, _spmm_bw = (inlined(kg.spmm_forward), inlined(kg.spmm_backward_x),
+                               inlined(kg.spmm_backward_w))
+_max_f, _max_b = inlined(kg.scatter_max_forward), inlined(kg.scatter_max_backward)
+_softmax_f, _softmax_b = (inlined(kg.segment_softmax_forward),
+                          inlined(kg.segment_softmax_backward))
+_dot_f, _dot_bx, _dot_ba = (inlined(kg.head_dot_forward), inlined(kg.head_dot_backward_x),
+                            inlined(kg.head_dot_backward_att))
+_gather_f, _gather_b = (inlined(kg.edge_gather_add_forward),
+                        inlined(kg.edge_gather_add_backward))
+_csr_f, _csr_bw = inlined(kg.csr_dense_forward_t), inlined(kg.csr_dense_backward_w_t)
+_gcn_w, _mean_w = inlined(kg.gcn_norm_weights), inlined(kg.mean_weights)
+_bias_b = inlined(kd.dense_backward_bias)
 
 _SPMM = int(Opcode.SPMM)
 _EDGE_WEIGHTS = int(Opcode.EDGE_WEIGHTS)

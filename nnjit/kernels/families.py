@@ -17,14 +17,11 @@ from nnjit.kernels._jit import inlined, jit
 OPT_SGD, OPT_ADAM, OPT_RMSPROP = 0, 1, 2
 LOSS_SOFTMAX_CE, LOSS_MSE, LOSS_BCE = 0, 1, 2
 
-_inlined = inlined
-
-
-_sgd, _adam, _rmsprop = (_inlined(ko.sgd_update), _inlined(ko.adam_update),
-                         _inlined(ko.rmsprop_update))
-_softmax_ce, _mse, _bce = (_inlined(kl.softmax_ce), _inlined(kl.mse),
-                           _inlined(kl.bce_with_logits))
-_counted_rows = _inlined(kl.counted_rows)
+_sgd, _adam, _rmsprop = (inlined(ko.sgd_update), inlined(ko.adam_update),
+                         inlined(ko.rmsprop_update))
+_softmax_ce, _mse, _bce = (inlined(kl.softmax_ce), inlined(kl.mse),
+                           inlined(kl.bce_with_logits))
+_counted_rows = inlined(kl.counted_rows)
 
 
 @jit
@@ -74,9 +71,9 @@ _SOFTPLUS = int(Opcode.SOFTPLUS)
 _GELU = int(Opcode.GELU)
 
 
-_fwd = {name: _inlined(getattr(ke, f"{name}_forward"))
+_fwd = {name: inlined(getattr(ke, f"{name}_forward"))
         for name in ("relu", "leaky_relu", "elu", "selu", "tanh", "sigmoid", "softplus", "gelu")}
-_bwd = {name: _inlined(getattr(ke, f"{name}_backward"))
+_bwd = {name: inlined(getattr(ke, f"{name}_backward"))
         for name in ("relu", "leaky_relu", "elu", "selu", "tanh", "sigmoid", "softplus", "gelu")}
 relu_f, leaky_relu_f, elu_f, selu_f = _fwd["relu"], _fwd["leaky_relu"], _fwd["elu"], _fwd["selu"]
 tanh_f, sigmoid_f, softplus_f, gelu_f = (_fwd["tanh"], _fwd["sigmoid"], _fwd["softplus"],
