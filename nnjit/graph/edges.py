@@ -203,8 +203,7 @@ def head_dot(x: Tensor, att: Tensor, heads: int) -> Tensor:
 
 def head_mean(x: Tensor, heads: int, bias: Tensor | None = None) -> Tensor:
     """(N, C): the mean of x's H column blocks of width C (plus ``bias`` (1, C))."""
-    return x.tape.record(Opcode.HEAD_MEAN, [x, bias], x.rows, x.cols // heads,
-                         aux=(GRAPH_RAW, heads))
+    return x.tape.record(Opcode.HEAD_MEAN, [x, bias], x.rows, x.cols // heads, aux=(GRAPH_RAW,))
 
 
 def graph_inputs(tape: Tape, structure: GraphStructure, n_features: int):

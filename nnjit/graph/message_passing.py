@@ -36,6 +36,7 @@ _dot_f, _dot_bx, _dot_ba = (inlined(kg.head_dot_forward), inlined(kg.head_dot_ba
                             inlined(kg.head_dot_backward_att))
 _gather_f, _gather_b = (inlined(kg.edge_gather_add_forward),
                         inlined(kg.edge_gather_add_backward))
+_mean_f, _mean_b = inlined(kg.head_mean_forward), inlined(kg.head_mean_backward)
 _csr_f, _csr_bw = inlined(kg.csr_dense_forward_t), inlined(kg.csr_dense_backward_w_t)
 _gcn_w, _mean_w = inlined(kg.gcn_norm_weights), inlined(kg.mean_weights)
 _bias_b = inlined(kd.dense_backward_bias)
@@ -101,18 +102,7 @@ def graph_forward(i, rows, records, slots, values, gdata):
         _csr_f(x_indptr, x_indices, slot_flat(values, slots, a, rows),
                slot_view(values, slots, b, rows), w_t, bias, out, c >= 0)
     elif op == _HEAD_MEAN:
-        x = slot_view(values, slots, a, rows)
-        heads = records[i, R_AUX1]
-        width = out.shape[1]
-        inv = out.dtype.type(1.0 / heads)
-        for r in range(out.shape[0]):
-            for k in range(width):
-                out[r, k] = x[r, k]
-            for h in range(1, heads):
-                for k in range(width):
-                    out[r, k] += x[r, h * width + k]
-            for k in range(width):
-                out[r, k] *= inv
+        _mean_f(slot_view(values, slots, a, rows), out)
         if b >= 0:
             _add_bias(out, slot_flat(values, slots, b, rows))
 
@@ -170,17 +160,6 @@ def graph_backward(i, rows, records, slots, values, grads, gdata):
             _bias_b(dy, slot_flat(grads, slots, c, rows), acc_c)
     elif op == _HEAD_MEAN:
         if need_a:
-            dx = slot_view(grads, slots, a, rows)
-            heads = records[i, R_AUX1]
-            width = dy.shape[1]
-            inv = dy.dtype.type(1.0 / heads)
-            for r in range(dy.shape[0]):
-                for h in range(heads):
-                    for k in range(width):
-                        g = dy[r, k] * inv
-                        if acc_a:
-                            dx[r, h * width + k] += g
-                        else:
-                            dx[r, h * width + k] = g
+            _mean_b(dy, slot_view(grads, slots, a, rows), acc_a)
         if b >= 0 and need_b:
             _bias_b(dy, slot_flat(grads, slots, b, rows), acc_b)

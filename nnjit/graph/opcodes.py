@@ -72,7 +72,7 @@ class Opcode(IntEnum):
     HEAD_DOT = 74  # in0 x (N, H*C), in1 att (1, H*C) -> (N, H)
     EDGE_GATHER_ADD = 75  # in0 a_src (N, H), in1 a_dst (N, H) -> (E, H): a_src[src] + a_dst[dst]
     CSR_DENSE = 76  # in0 nonzeros (nnz, 1), in1 W (O, F), in2 bias or -1 -> (N, O); aux1: W.T slot
-    HEAD_MEAN = 77  # in0 x (N, H*C), in1 bias (1, C) or -1 -> (N, C), mean over heads; aux1: H
+    HEAD_MEAN = 77  # in0 x (N, H*C), in1 bias (1, C) or -1 -> (N, C), mean over the H heads
 
 
 GRAPH_FIRST = Opcode.SPMM

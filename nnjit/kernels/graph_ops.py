@@ -9,6 +9,7 @@ edge-wise primitives, each with its forward and backward side by side here:
 ``scatter_max``            per-column max over incoming neighbours (SAGE max)
 ``segment_softmax``        softmax over each target's incoming edges, per head (GAT)
 ``head_dot``               per-head dot product of node rows with an attention vector (GAT)
+``head_mean``              mean of the heads' column blocks (GAT with ``concat=False``)
 ``edge_gather_add``        ``a_src[source] + a_dst[target]`` per edge (GAT logits)
 ``csr_dense``              sparse (CSR) features times dense weights (bag-of-words input);
                            the ``_t`` variants take a transposed scratch and run 2-5x faster
@@ -367,6 +368,38 @@ def head_dot_backward_att(x, dy, datt, accumulate):
             base = h * c_per
             for c in range(c_per):
                 d[base + c] += g * x[n, base + c]
+
+
+@jit
+def head_mean_forward(x, out):
+    """out (N, C) = the mean of x's (N, H*C) H column blocks of width C (GAT, ``concat=False``)."""
+    width = out.shape[1]
+    heads = x.shape[1] // width if width > 0 else 0
+    inv = out.dtype.type(1.0 / max(heads, 1))
+    for r in range(out.shape[0]):
+        for k in range(width):
+            out[r, k] = x[r, k]
+        for h in range(1, heads):
+            for k in range(width):
+                out[r, k] += x[r, h * width + k]
+        for k in range(width):
+            out[r, k] *= inv
+
+
+@jit
+def head_mean_backward(dy, dx, accumulate):
+    """dx (N, H*C) (+)= dy (N, C) / H in every head's block."""
+    width = dy.shape[1]
+    heads = dx.shape[1] // width if width > 0 else 0
+    inv = dy.dtype.type(1.0 / max(heads, 1))
+    for r in range(dy.shape[0]):
+        for h in range(heads):
+            base = h * width
+            for k in range(width):
+                if accumulate:
+                    dx[r, base + k] += dy[r, k] * inv
+                else:
+                    dx[r, base + k] = dy[r, k] * inv
 
 
 # ------------------------------------------------------------------------------------------------

@@ -293,6 +293,28 @@ def test_head_dot_forward_and_backward(n, hc, flat_att, seed):
                    numeric_grad(loss, att))
 
 
+@FEW
+@given(st.integers(0, 6), heads_channels, st.integers(0, 2**32 - 1))
+def test_head_mean_forward_and_backward(n, hc, seed):
+    heads, c = hc
+    g = Graph(1, 1, [], [], seed)
+    x = g.normal(n, heads * c)
+    ref = x.reshape(n, heads, c).mean(axis=1)
+    for dt in DTYPES:
+        out = np.full((n, c), np.nan, dt)
+        G.head_mean_forward(x.astype(dt), out)
+        np.testing.assert_allclose(out, ref, **TOL[dt])
+    r = g.normal(n, c)
+    out = np.empty((n, c))
+
+    def loss():
+        G.head_mean_forward(x, out)
+        return float((out * r).sum())
+
+    check_backward(lambda buf, acc: G.head_mean_backward(r, buf, acc),
+                   np.tile(r, heads) / heads, g.rng, numeric_grad(loss, x))
+
+
 # ------------------------------------------------------------------------------------------------
 # edge gather-add
 # ------------------------------------------------------------------------------------------------
