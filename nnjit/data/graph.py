@@ -370,6 +370,15 @@ def to_csr(edge_index, num_nodes: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return indptr, indices, edge_ids
 
 
+def replace_self_loops(edge_index: np.ndarray, num_nodes: int) -> np.ndarray:
+    """The edges without their self loops, followed by exactly one loop per node
+    ``0 -> 0, ..., N-1 -> N-1`` (PyG's ``add_remaining_self_loops`` without weights): the
+    :math:`A + I` that GCN and GAT propagate over. ``edge_index`` must be validated int64."""
+    loops = np.arange(num_nodes, dtype=np.int64)
+    return np.concatenate([edge_index[:, edge_index[0] != edge_index[1]],
+                           np.stack([loops, loops])], axis=1)
+
+
 def gcn_norm(edge_index, num_nodes: int,
              add_self_loops: bool = True) -> tuple[np.ndarray, np.ndarray]:
     r"""Symmetric GCN normalisation :math:`\hat D^{-1/2} \hat A \hat D^{-1/2}` as edge weights.
@@ -407,8 +416,7 @@ def gcn_norm(edge_index, num_nodes: int,
     num_nodes = _check_num_nodes(num_nodes)
     ei = check_edge_index(edge_index, num_nodes)
     if add_self_loops:
-        loops = np.arange(num_nodes, dtype=np.int64)
-        ei = np.concatenate([ei[:, ei[0] != ei[1]], np.stack([loops, loops])], axis=1)
+        ei = replace_self_loops(ei, num_nodes)
     deg = np.bincount(ei[1], minlength=num_nodes).astype(np.float64)
     with np.errstate(divide="ignore"):
         dis = deg ** -0.5

@@ -37,14 +37,11 @@ class GraphStructure:
     """
 
     def __init__(self, edge_index: np.ndarray, num_nodes: int, features=None):
-        from nnjit.data.graph import to_csr
+        from nnjit.data.graph import replace_self_loops, to_csr
 
         self.num_nodes = int(num_nodes)
         indptr, src, _ = to_csr(edge_index, self.num_nodes)
-        no_loops = edge_index[:, edge_index[0] != edge_index[1]]
-        loops = np.arange(self.num_nodes, dtype=np.int64)
-        with_loops = np.concatenate([no_loops, np.stack([loops, loops])], axis=1)
-        lp, ls, _ = to_csr(with_loops, self.num_nodes)
+        lp, ls, _ = to_csr(replace_self_loops(edge_index, self.num_nodes), self.num_nodes)
         csrs = {GRAPH_RAW: (indptr, src), GRAPH_LOOPS: (lp, ls)}
         self.features = None
         if features is not None:

@@ -31,26 +31,8 @@ from nnjit.graph.interpreter import L_INPUT, L_TARGET, _load_batch, load_rows
 from nnjit.graph.opcodes import GRAPH_LOOPS, GRAPH_RAW
 from nnjit.graph.slot_views import slot_view
 from nnjit.kernels._jit import jit
-from nnjit.kernels.sampling import sample_subgraph
+from nnjit.kernels.sampling import add_self_loops, sample_subgraph
 from nnjit.kernels.views import view1d
-
-
-@jit
-def add_self_loops(indptr, src, n_nodes, out_indptr, out_src):
-    """CSR with one self loop first in each segment and the other edges minus self loops.
-
-    Returns the edge count."""
-    e = 0
-    out_indptr[0] = 0
-    for i in range(n_nodes):
-        out_src[e] = i
-        e += 1
-        for k in range(indptr[i], indptr[i + 1]):
-            if src[k] != i:
-                out_src[e] = src[k]
-                e += 1
-        out_indptr[i + 1] = e
-    return e
 
 
 @jit

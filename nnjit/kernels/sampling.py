@@ -193,3 +193,22 @@ def sample_subgraph(indptr, src, seeds, fanouts, rng, node_ids, local_of, out_in
         hi = n_nodes
     _release(node_ids, local_of, n_nodes)
     return n_nodes, n_edges
+
+
+@jit
+def add_self_loops(indptr, src, n_nodes, out_indptr, out_src):
+    """The CSR (by target) of ``indptr``/``src``'s first ``n_nodes`` targets with each
+    segment's self loops replaced by one loop, placed first (a sampled subgraph's :math:`A + I`;
+    :func:`nnjit.data.graph.replace_self_loops` is the same for a whole graph's edge_index).
+    ``out_src`` needs room for the edges plus ``n_nodes``. Returns the edge count."""
+    e = 0
+    out_indptr[0] = 0
+    for i in range(n_nodes):
+        out_src[e] = i
+        e += 1
+        for k in range(indptr[i], indptr[i + 1]):
+            if src[k] != i:
+                out_src[e] = src[k]
+                e += 1
+        out_indptr[i + 1] = e
+    return e

@@ -216,3 +216,24 @@ def test_no_allocations():
         _nrt_python.memsys_disable_stats()
     # calls from Python box their arguments (alloc and free in pairs): nothing is left behind
     assert after.alloc - before.alloc == after.free - before.free
+
+
+def test_add_self_loops_equals_replace_self_loops():
+    """The compiled per-subgraph A + I has, per target, the same sources as the NumPy one for a
+    whole graph (one loop per node, the graph's own loops dropped); the loop comes first."""
+    from nnjit.data.graph import replace_self_loops, to_csr
+    from nnjit.kernels.sampling import add_self_loops
+
+    rng = np.random.default_rng(0)
+    n = 9
+    edge_index = rng.integers(0, n, (2, 30))  # has self loops and duplicates
+    indptr, src, _ = to_csr(edge_index, n)
+    out_indptr = np.empty(n + 1, np.int64)
+    out_src = np.empty(len(src) + n, np.int64)
+    e = add_self_loops(indptr, src, n, out_indptr, out_src)
+    ref_indptr, ref_src, _ = to_csr(replace_self_loops(edge_index, n), n)
+    assert e == len(ref_src)
+    for i in range(n):
+        got = out_src[out_indptr[i]:out_indptr[i + 1]]
+        assert got[0] == i
+        assert sorted(got) == sorted(ref_src[ref_indptr[i]:ref_indptr[i + 1]])
