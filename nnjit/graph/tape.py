@@ -171,7 +171,7 @@ class Tape:
         self._param_ids: dict[int, int] = {}
         self.owners: list[str] = []  # module paths being called, innermost last
         self.program = None  # set by Program once laid out
-        self.graph = None  # the Edges handle of a graph model (nnjit.graph.edges)
+        self.graph = None  # the GraphStructure a graph model is traced on (nnjit.graph.edges)
         self.constants: dict[int, np.ndarray] = {}  # slot -> values written after layout
 
     # -- context -------------------------------------------------------------------------------

@@ -10,7 +10,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nnjit.config import DEFAULT_DTYPE, SUPPORTED_DTYPES
+from nnjit.data.full_batch import FullBatch
+from nnjit.data.graph import Graph
 from nnjit.data.loader import DataLoader, check_features
+from nnjit.data.neighbor_loader import NeighborLoader
 from nnjit.graph import interpreter as it
 from nnjit.graph import status as st
 from nnjit.graph.program import Program
@@ -88,7 +91,7 @@ class Trainer:
         self._pending_rng: np.ndarray | None = None
         self.stop_training = False  # a callback may set it to stop after the current epoch
         self._graph = None  # GraphStructure of the graph being trained on (graph models)
-        self._graph_of = None  # the Graph it was built from
+        self._graph_of = None  # what it was built for: the Graph, or (graph, fan-outs, batch)
         self._resume: dict | None = None  # fit state + callback states for initial_epoch
         self._plateau: np.ndarray | None = None
         self._fit_start = 0
@@ -194,10 +197,6 @@ class Trainer:
     def _graph_arg(data, val, where: str):
         """The Graph that ``data`` is or samples (or None); a graph's validation must be a mask
         of the same graph, batched the same way."""
-        from nnjit.data.full_batch import FullBatch
-        from nnjit.data.graph import Graph
-        from nnjit.data.neighbor_loader import NeighborLoader
-
         graph_loaders = (FullBatch, NeighborLoader)
         if not isinstance(data, (Graph, NeighborLoader)):
             if isinstance(val, (Graph, *graph_loaders)):
@@ -220,8 +219,6 @@ class Trainer:
 
     def _use_graph(self, loader) -> None:
         """Trace graph models for ``loader`` (FullBatch, NeighborLoader), or not (other data)."""
-        from nnjit.data.full_batch import FullBatch
-        from nnjit.data.neighbor_loader import NeighborLoader
         from nnjit.graph.edges import GraphStructure
 
         if isinstance(loader, NeighborLoader):
@@ -240,9 +237,6 @@ class Trainer:
             self._graph = self._graph_of = None
 
     def _as_loader(self, data, y, where: str, batch_size=None) -> DataLoader:
-        from nnjit.data.full_batch import FullBatch
-        from nnjit.data.graph import Graph
-
         if isinstance(data, Graph):  # full batch; y names the mask the loss counts
             return FullBatch(data, y if y is not None else (
                 "train" if data.train_mask is not None else None))
@@ -339,10 +333,9 @@ class Trainer:
         val = val if val is not None else val_dataloader
         graph = self._graph_arg(train, val, "fit")
         if graph is not None and val is None and graph.val_mask is not None:
-            from nnjit.data.full_batch import FullBatch
-
             # validate on the graph's own val mask, as it trains (full batch or sampled)
-            val = train.like("val") if hasattr(train, "like") else FullBatch(graph, "val")
+            val = (train.like("val") if isinstance(train, NeighborLoader)
+                   else FullBatch(graph, "val"))
         if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
             raise ValueError(f"fit: epochs must be an int >= 1, got {epochs!r}")
         if (isinstance(initial_epoch, bool) or not isinstance(initial_epoch, (int, np.integer))
@@ -701,9 +694,6 @@ class Trainer:
     def _graph_features(self, data, what: str, require_fitted: bool = True):
         """For a Graph (or its FullBatch): trace on it if needed and return the batch input;
         None for other data."""
-        from nnjit.data.full_batch import FullBatch
-        from nnjit.data.graph import Graph
-
         if isinstance(data, Graph):
             data = FullBatch(data)
         if not isinstance(data, FullBatch):
@@ -781,9 +771,6 @@ class Trainer:
         """Mean loss (and accuracy for classification) on a DataLoader or ``(X, y)``, or on a
         graph's nodes: ``evaluate(graph, "test")`` (a mask name or bool array; every node when
         omitted)."""
-        from nnjit.data.full_batch import FullBatch
-        from nnjit.data.graph import Graph
-
         self._require_fitted("evaluate")
         loader = (FullBatch(data, y) if isinstance(data, Graph)
                   else self._as_loader(data, y, "evaluate"))
@@ -805,9 +792,6 @@ class Trainer:
 
         Dropout is active (training mode). Returns copies keyed by dotted parameter name.
         """
-        from nnjit.data.full_batch import FullBatch
-        from nnjit.data.graph import Graph
-
         if isinstance(X, Graph):  # y: the mask whose nodes the loss counts (default: all)
             loader = FullBatch(X, y)
             self._use_graph(loader)
