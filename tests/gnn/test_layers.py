@@ -150,3 +150,31 @@ def test_evaluate_a_graph_without_a_mask_counts_every_node():
     everything = trainer.evaluate(graph)
     assert everything == trainer.evaluate(graph, np.ones(n, bool))
     assert everything != trainer.evaluate(graph, "train")
+
+
+def test_graph_data_in_the_wrong_place_raises_clearly(tmp_path):
+    rng = np.random.default_rng(0)
+    n = 12
+    args = (rng.integers(0, n, (2, 30)), rng.integers(0, 3, n))
+    masks = dict(train_mask=np.arange(n) < 6, val_mask=np.arange(n) >= 6)
+    graph = nn.Graph.from_arrays(rng.normal(size=(n, 3)), *args, **masks)
+    other = nn.Graph.from_arrays(rng.normal(size=(n, 3)), *args, **masks)
+    sparse = nn.Graph.from_arrays(sp.csr_matrix(rng.normal(size=(n, 3))), *args, **masks)
+    trainer = nn.Trainer(OneLayer(nn.GCNConv(3, 3)), seed=0)
+    with pytest.raises(ValueError, match="for a graph, pass val=FullBatch"):
+        trainer.fit(graph, epochs=1, val=(np.zeros((2, 3)), [0, 1]), verbose=0)
+    with pytest.raises(ValueError, match="the validation mask must be on the training graph"):
+        trainer.fit(graph, epochs=1, val=nn.FullBatch(other, "val"), verbose=0)
+    with pytest.raises(ValueError, match="graph validation data needs graph training data"):
+        trainer.fit((np.zeros((4, 3)), [0, 1, 2, 0]), epochs=1, val=graph, verbose=0)
+    with pytest.raises(ValueError, match="needs CrossEntropyLoss"):
+        nn.Trainer(OneLayer(nn.GCNConv(3, 3)), loss="mse", seed=0).fit(graph, epochs=1,
+                                                                      verbose=0)
+    with pytest.raises(ValueError, match="sampled batches need dense features"):
+        nn.NeighborLoader(sparse, [2])
+    with pytest.raises(ValueError, match="aggr='max' needs dense features"):
+        nn.Trainer(OneLayer(nn.SAGEConv(3, 3, aggr="max")), seed=0).fit(sparse, epochs=1,
+                                                                       verbose=0)
+    (tmp_path / "not.npz").write_text("not an archive")
+    with pytest.raises(ValueError, match="not.npz is not a readable .npz archive"):
+        nn.datasets.load_graph_npz(tmp_path / "not.npz")
