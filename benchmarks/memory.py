@@ -191,37 +191,45 @@ def rss_section(runs: int, n_784: int, epochs: dict) -> dict:
 
 
 # -- 3. two trainers in two threads --------------------------------------------------------------
+def _run_pair(work, parallel: bool) -> tuple[float, float]:
+    """``work(0)`` and ``work(1)`` one after the other, or in two threads released together;
+    returns (wall seconds, process CPU seconds) of the pair."""
+    if parallel:
+        barrier = threading.Barrier(3)
+
+        def wait_then(k):
+            barrier.wait()
+            work(k)
+
+        threads = [threading.Thread(target=wait_then, args=(k,)) for k in range(2)]
+        for t in threads:
+            t.start()
+        c0 = time.process_time()
+        barrier.wait()
+        t0 = time.perf_counter()
+        for t in threads:
+            t.join()
+    else:
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        work(0)
+        work(1)
+    return time.perf_counter() - t0, time.process_time() - c0
+
+
 def _pair_runner(nn, w, epochs: int, parallel: bool):
     def run(r: int) -> dict:
         pair = [make_trainer(nn, w, 1000 + 2 * r + k) for k in range(2)]
         per_fit = [None, None]
         histories = [None, None]
 
-        def work(k, barrier=None):
-            if barrier is not None:
-                barrier.wait()
+        def work(k):
             t0 = time.perf_counter()
             histories[k] = _fit(*pair[k], epochs)
             per_fit[k] = time.perf_counter() - t0
 
         _settle()
-        if parallel:
-            barrier = threading.Barrier(3)
-            threads = [threading.Thread(target=work, args=(k, barrier)) for k in range(2)]
-            for t in threads:
-                t.start()
-            c0 = time.process_time()
-            barrier.wait()
-            t0 = time.perf_counter()
-            for t in threads:
-                t.join()
-        else:
-            c0 = time.process_time()
-            t0 = time.perf_counter()
-            work(0)
-            work(1)
-        wall = time.perf_counter() - t0
-        cpu = time.process_time() - c0
+        wall, cpu = _run_pair(work, parallel)
         epoch_s = statistics.median(float(s) for h in histories for s in h["seconds"])
         return dict(wall_s=wall, cpu_s=cpu, cpu_per_wall=cpu / wall, fit_s=per_fit,
                     epoch_median_s=epoch_s)
@@ -253,28 +261,8 @@ def _reference_runner(n: int, parallel: bool):
     BLAS, no Python in between, so its throughput ratio is what the machine offers right now."""
     def run(r: int) -> dict:
         _settle()  # as before the trainers
-        if parallel:
-            barrier = threading.Barrier(3)
-
-            def work():
-                barrier.wait()
-                _spin(n)
-
-            threads = [threading.Thread(target=work) for _ in range(2)]
-            for t in threads:
-                t.start()
-            c0 = time.process_time()
-            barrier.wait()
-            t0 = time.perf_counter()
-            for t in threads:
-                t.join()
-        else:
-            c0 = time.process_time()
-            t0 = time.perf_counter()
-            _spin(n)
-            _spin(n)
-        wall = time.perf_counter() - t0
-        return dict(wall_s=wall, cpu_per_wall=(time.process_time() - c0) / wall)
+        wall, cpu = _run_pair(lambda k: _spin(n), parallel)
+        return dict(wall_s=wall, cpu_per_wall=cpu / wall)
     return run
 
 
