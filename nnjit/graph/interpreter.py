@@ -75,8 +75,9 @@ LAYOUT_WIDTH = 7
     C_CLIP_NORM,  # > 0: clip the gradient's global norm to this
     C_ACCUM_STEPS,  # optimizer step every this many minibatches (mean gradient)
     C_PLATEAU,  # 1: ReduceLROnPlateau on the monitored value (params/state in ``plateau``)
-) = range(16)
-CONFIG_WIDTH = 16
+    C_DENSE_MODE,  # the BLAS kernels in use: nnjit.kernels.dense.MODE_AVX2 / MODE_AVX512
+) = range(17)
+CONFIG_WIDTH = 17
 
 MONITOR_VAL_LOSS, MONITOR_VAL_ACCURACY, MONITOR_TRAIN_LOSS = 0, 1, 2
 OPT_SGD, OPT_ADAM, OPT_RMSPROP = kf.OPT_SGD, kf.OPT_ADAM, kf.OPT_RMSPROP
@@ -157,7 +158,7 @@ _graph_backward = _no_graph_backward
 
 @jit(inline="always")
 def _forward_op(i, training, write_grad, rows, records, slots, hyper, values, grads, rng, stats,
-                gdata):
+                gdata, scratch, dense_mode):
     """Replay record ``i`` forward. Loss ops add (loss_sum, n_correct, n_counted) to ``stats``."""
     op = records[i, R_OPCODE]
     a = records[i, R_IN0]
@@ -169,7 +170,7 @@ def _forward_op(i, training, write_grad, rows, records, slots, hyper, values, gr
         bias = _flat(values, slots, c if c >= 0 else b, rows)
         kd.dense_forward(
             _view(values, slots, a, rows), _view(values, slots, b, rows), bias,
-            _view(values, slots, o, rows), c >= 0,
+            _view(values, slots, o, rows), c >= 0, dense_mode, scratch,
         )
     elif op == _ADD:
         ke.add_forward(_flat(values, slots, a, rows), _flat(values, slots, b, rows),
@@ -258,7 +259,7 @@ def _backward_op(i, rows, records, slots, hyper, values, grads, scratch, gdata):
 
 @jit(inline="always")
 def replay(direction, start, stop, training, write_grad, rows, records, slots, hyper, values,
-           grads, rng, scratch, stats, gdata):
+           grads, rng, scratch, stats, gdata, dense_mode):
     """Replay records forward over [start, stop) or backward over (stop, start].
 
     Returns (status, index): ``YIELD_FORWARD``/``YIELD_BACKWARD`` with the record of a Python op
@@ -269,7 +270,7 @@ def replay(direction, start, stop, training, write_grad, rows, records, slots, h
             if records[i, R_OPCODE] == _PYTHON_OP:
                 return st.YIELD_FORWARD, i
             _forward_op(i, training, write_grad, rows, records, slots, hyper, values, grads, rng,
-                        stats, gdata)
+                        stats, gdata, scratch, dense_mode)
     else:
         for i in range(start, stop, -1):
             if records[i, R_OPCODE] == _PYTHON_OP:
@@ -400,6 +401,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
     pgrads = grads[:n_params]
     scratch = grads[slots[layout[L_SCRATCH], S_OFFSET]:]
     loss_op = layout[L_LOSS_OP]
+    dense_mode = int(cfg[C_DENSE_MODE])
     stats = state[ST_BATCH_LOSS : ST_BATCH_LOSS + 3]
     n = X.shape[0]
     n_val = Xv.shape[0] if task == TASK_FIT else 0
@@ -455,7 +457,8 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
         else:
             stop = -1
         status, where = replay(direction, int(state[ST_CURSOR]), stop, is_train, is_train, rows,
-                               records, slots, hyper, values, grads, rng, scratch, stats, gdata)
+                               records, slots, hyper, values, grads, rng, scratch, stats, gdata,
+                               dense_mode)
         if status != st.DONE:
             state[ST_CURSOR] = where
             return status, where

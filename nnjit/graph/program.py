@@ -10,6 +10,7 @@ from nnjit.graph.arena import S_COLS, S_FLAGS, S_OFFSET, S_ROWS, SLOT_BATCH, lay
 from nnjit.graph.graph_data import G_INPUT_LOADED, G_NEED_LOOPS, G_WEIGHTS_READY, no_graph
 from nnjit.graph.opcodes import CLASSIFICATION_LOSSES, GRAPH_LOOPS, GRAPH_OPCODES, Opcode
 from nnjit.graph.tape import SlotSpec, Tape, Tensor
+from nnjit.kernels.dense import TRANSPOSED_MAX_ROWS
 from nnjit.kernels.rng import seed_state
 
 _NO_BATCH_LOG = np.zeros((0, len(it.BATCH_COLUMNS)), dtype=np.float64)
@@ -156,12 +157,16 @@ class Program:
 
 
 def _scratch_size(tape: Tape) -> int:
-    """Elements of scratch needed by dense backward passes that must accumulate (shared weights).
+    """Elements of scratch needed by dense backward passes that must accumulate (shared weights)
+    and by the transposed forward product of small batches (:mod:`nnjit.kernels.dense`).
 
     Needs :meth:`Tape.mark_gradient_writers` to have run."""
     size = 1
     for node in tape.nodes:
         if node.opcode == Opcode.DENSE:
+            out = tape.slots[node.out]
+            if out.rows <= TRANSPOSED_MAX_ROWS:
+                size = max(size, out.size)
             for slot, acc in zip(node.inputs[:2], node.accumulate[:2]):
                 if acc:
                     size = max(size, tape.slots[slot].size)

@@ -4,42 +4,91 @@ Matrix products go through ``np.dot(a, b, out)`` (BLAS, no Python dispatch, no a
 use PyTorch's ``(out_features, in_features)`` layout, so the products use ``.T`` views, which BLAS
 handles without a copy.
 
-One exception, measured (1 thread, float32, OpenBLAS with its Haswell kernels, under load): the
-forward product of a small layer runs faster as a hand-written loop that keeps a 2x2 block of
-outputs in registers and vectorises over the contiguous inner dimension of both ``x`` and ``w``
-(``B x I x O``, us: 16x16x3 0.15 vs 0.19, 16x64x10 0.35 vs 0.61, 32x128x10 1.0 vs 1.8,
-32x128x40 2.4 vs 4.5, 130x128x10 3.6 vs 5.6, 16x784x10 2.3 vs 6.0; with at most 32 rows also
-wider outputs: 32x64x64 3.1 vs 3.6, 32x64x128 5.9 vs 7.1, 32x256x128 24 vs 28, 32x512x64 19 vs
-29). BLAS stays ahead for tiny inner dimensions (16x4x16: 0.22 vs 0.19), for wide outputs with
-many rows (130x64x128: 25 vs 22; 64x64x64: 6.4 vs 5.8) and for big weights (32x4096x128: 946 vs
-886), so :func:`dense_forward` picks the loop only inside those bounds (the ``SMALL_*``
-constants). The loop is one nest (odd edges are recomputed, not handled by extra loops): with
-separate edge loops 16x16x3 took 0.10 us, but the core's cold compile grew by ~0.5 s instead of
-~0.1 s. End to end (alternating runs, load ~2): Iris 4-16-3 epoch 13.0 -> 12.5 us, Digits
-64-128-10 batch 32 epoch 970 -> 956 us. The backward products keep BLAS (the same loops lost
-there).
+The forward product has three implementations; :func:`forward_strategy` picks one from the shape
+``B x I x O`` and from which OpenBLAS kernels run (measured grids of B 8-256, I 16-4096, O 3-256,
+1 thread, float32, on the project's Zen 5 machine):
+
+* **BLAS** ``np.dot(x, w.T, y)``: the default.
+* **Transposed BLAS** ``y.T = w @ x.T`` into scratch, copied back with the bias: OpenBLAS is
+  1.2-2x faster this way round for small batches and wide layers (us, AVX2 / AVX-512 kernels:
+  32x4096x128 411 -> 325 / 322 -> 214, 16x784x256 100 -> 61, 32x64x128 6.6 -> 5.8 /
+  4.4 -> 3.8).
+* **A register-blocked loop** that keeps a 2x2 block of outputs in registers and vectorises over
+  the contiguous inner dimension of ``x`` and ``w``. Against OpenBLAS's AVX2 ("Haswell") kernels
+  it wins for narrow outputs and small layers (16x64x10 0.35 vs 0.61, 32x128x10 1.0 vs 1.8,
+  130x128x10 3.6 vs 5.6, 32x64x64 3.1 vs 3.6); against the AVX-512 ("SkylakeX") kernels only for
+  O <= 10 with many rows, a long or a tiny inner dimension (144x128x10 3.5 vs 5.2, 32x4096x10
+  25 vs 50, 16x16x3 0.12 vs 0.16). It is one nest (odd edges are recomputed, not handled by
+  extra loops): edge loops cost ~0.5 s of cold compile.
+
+The backward products keep BLAS (the same loops lost there).
 """
 
 import numpy as np
 
 from nnjit.kernels._jit import jit
+from nnjit.kernels.views import view2d
 
 
-# The register-blocked forward loop is used when I >= SMALL_MIN_INNER and either O <= SMALL_MAX_OUT
-# or the batch has at most SMALL_MAX_ROWS rows and the weight at most SMALL_MAX_WEIGHT elements.
+# Which product computes the forward pass depends on the shape and on which OpenBLAS kernels run
+# (``mode``: the Trainer passes :func:`forward_mode` of the BLAS numba calls).
+MODE_AVX2, MODE_AVX512 = 0, 1
+# AVX2 BLAS: the register-blocked loop when I >= SMALL_MIN_INNER and either O <= SMALL_MAX_OUT or
+# the batch has at most SMALL_MAX_ROWS rows and the weight at most SMALL_MAX_WEIGHT elements.
 SMALL_MIN_INNER = 8
 SMALL_MAX_OUT = 40
 SMALL_MAX_ROWS = 32
 SMALL_MAX_WEIGHT = 131072
+# The transposed product ``y.T = w @ x.T`` (into scratch, then copied) is for batches of at most
+# TRANSPOSED_MAX_ROWS rows: the program sizes its scratch for it only then.
+TRANSPOSED_MAX_ROWS = 64
+FORWARD_LOOP, FORWARD_BLAS, FORWARD_TRANSPOSED = 0, 1, 2
+
+
+@jit(inline="always")
+def forward_strategy(rows, inner, cols, mode):
+    """FORWARD_LOOP, FORWARD_BLAS or FORWARD_TRANSPOSED for a (rows x inner) @ (inner x cols)
+    product under BLAS kernel ``mode`` (measured; see the module doc)."""
+    if mode == MODE_AVX512:
+        if inner >= SMALL_MIN_INNER and cols <= 10 and (rows >= 128 or inner >= 4096
+                                                       or inner <= 16):
+            return FORWARD_LOOP
+        if rows <= 32 and cols >= 32 and inner >= 64 and rows * inner * cols >= 131072:
+            return FORWARD_TRANSPOSED
+        if rows <= TRANSPOSED_MAX_ROWS and cols >= 128 and inner >= 1024:
+            return FORWARD_TRANSPOSED
+        return FORWARD_BLAS
+    if inner >= SMALL_MIN_INNER and cols <= SMALL_MAX_OUT:
+        return FORWARD_LOOP
+    if rows <= TRANSPOSED_MAX_ROWS and cols >= 64 and inner * cols > SMALL_MAX_WEIGHT:
+        return FORWARD_TRANSPOSED
+    if inner >= SMALL_MIN_INNER and rows <= SMALL_MAX_ROWS and inner * cols <= SMALL_MAX_WEIGHT:
+        return FORWARD_LOOP
+    return FORWARD_BLAS
 
 
 @jit
-def dense_forward(x, w, b, y, has_bias):
-    """y (B, O) = x (B, I) @ w (O, I).T + b (O,) (b ignored unless ``has_bias``)."""
+def dense_forward(x, w, b, y, has_bias, mode, scratch):
+    """y (B, O) = x (B, I) @ w (O, I).T + b (O,) (b ignored unless ``has_bias``).
+
+    ``mode`` is MODE_AVX2 or MODE_AVX512 (the BLAS kernels in use); ``scratch`` (>= O * B
+    elements, 1-D) is used by the transposed product, only for B <= TRANSPOSED_MAX_ROWS.
+    """
     rows, inner = x.shape
     cols = y.shape[1]
-    if inner >= SMALL_MIN_INNER and (cols <= SMALL_MAX_OUT or (
-            rows <= SMALL_MAX_ROWS and inner * cols <= SMALL_MAX_WEIGHT)):
+    strategy = forward_strategy(rows, inner, cols, mode)
+    if strategy == FORWARD_TRANSPOSED and scratch.shape[0] >= rows * cols:
+        # OpenBLAS runs w (O, I) @ x.T (I, B) 1.2-2x faster than x @ w.T when B is small (its
+        # kernels block over the long dimension); the (O, B) result is copied back transposed,
+        # with the bias, in one pass.
+        yt = view2d(scratch, 0, cols, rows)
+        np.dot(w, x.T, yt)
+        zero = y.dtype.type(0.0)
+        for r in range(rows):
+            for c in range(cols):
+                y[r, c] = yt[c, r] + (b[c] if has_bias else zero)
+        return
+    if strategy == FORWARD_LOOP:
         # 2x2 output blocks, each four dot products over the contiguous inner dimension (four
         # independent reductions the compiler vectorises); see the module doc. An odd last row
         # or column is done as a block with itself (computed twice, stored twice): one loop
@@ -69,7 +118,6 @@ def dense_forward(x, w, b, y, has_bias):
     else:
         np.dot(x, w.T, y)
     if has_bias:
-        rows, cols = y.shape
         for r in range(rows):
             for c in range(cols):
                 y[r, c] += b[c]

@@ -65,7 +65,14 @@ def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad)
                     dlogits[i, j] = zero
             continue
         m, pred = _row_max_argmax(logits, i)
-        s = _row_sum_exp(logits, i, m)
+        if write_grad:  # keep exp(x - m) in dlogits: each exponential is computed once
+            s = zero
+            for j in range(k):
+                e = math.exp(logits[i, j] - m)
+                dlogits[i, j] = e
+                s += e
+        else:
+            s = _row_sum_exp(logits, i, m)
         # log-sum-exp with the max taken out: exp never overflows, log(s) >= 0.
         lse = m + math.log(s)
         if target_is_index:
@@ -86,7 +93,7 @@ def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad)
                     t = one if j == cls else zero
                 else:
                     t = targets[i, j]
-                dlogits[i, j] = (math.exp(logits[i, j] - m) * inv_s - t) * scale
+                dlogits[i, j] = (dlogits[i, j] * inv_s - t) * scale
     return loss_sum, n_correct
 
 

@@ -17,6 +17,7 @@ Numba's ``np.dot`` calls scipy's OpenBLAS, which numba loads lazily.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -146,3 +147,22 @@ def blas_thread_counts() -> list[int]:
     """Current thread counts of the BLAS libraries nnjit pins (those loaded when it was first
     used: numpy's and scipy's, the one numba calls); for tests and benchmarks."""
     return [int(get()) for get, _ in _controllers()]
+
+
+# OpenBLAS core types whose single-precision GEMM uses AVX-512.
+_AVX512_CORES = ("skylakex", "cooperlake", "sapphirerapids")
+
+
+@functools.cache
+def dense_forward_mode() -> int:
+    """Which forward-product rules fit the BLAS numba calls (scipy's OpenBLAS):
+    :data:`nnjit.kernels.dense.MODE_AVX512` when it runs AVX-512 kernels, else ``MODE_AVX2``
+    (another BLAS, or OpenBLAS pinned to AVX2 kernels, e.g. by ``OPENBLAS_CORETYPE=Haswell``)."""
+    from nnjit.kernels.dense import MODE_AVX2, MODE_AVX512
+
+    scipy_dir = os.path.dirname(os.path.dirname(scipy.linalg.cython_blas.__file__))
+    cores = [(os.path.dirname(c.filepath).startswith(scipy_dir), str(c.architecture).lower())
+             for c in ThreadpoolController().lib_controllers
+             if c.internal_api == "openblas" and hasattr(c, "architecture")]
+    cores.sort(reverse=True)  # scipy's own (in site-packages/scipy.libs or scipy/) first
+    return MODE_AVX512 if cores and cores[0][1] in _AVX512_CORES else MODE_AVX2

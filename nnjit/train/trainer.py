@@ -28,7 +28,7 @@ from nnjit.regularizers import Regularizer
 from nnjit.schedulers import PLATEAU_PARAMS, ReduceLROnPlateau, Scheduler
 from nnjit.train.callbacks import CallbackList
 from nnjit.train.history import history_frame
-from nnjit.train.threads import single_threaded_blas
+from nnjit.train.threads import dense_forward_mode, single_threaded_blas
 
 if TYPE_CHECKING:  # pandas costs ~100 ms at import; it is loaded when the first history is built
     import pandas as pd
@@ -87,6 +87,7 @@ class Trainer:
         self.history_: "pd.DataFrame | None" = None
         self._state = np.zeros(it.STATE_WIDTH, dtype=np.float64)
         self._cfg = np.zeros(it.CONFIG_WIDTH, dtype=np.float64)
+        self._cfg[it.C_DENSE_MODE] = dense_forward_mode()
         self._perm: np.ndarray | None = None
         self._pending_rng: np.ndarray | None = None
         self.stop_training = False  # a callback may set it to stop after the current epoch

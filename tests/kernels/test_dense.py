@@ -1,4 +1,5 @@
-"""Tests for nnjit.kernels.dense: both forward paths (BLAS and the register-blocked loop)."""
+"""Tests for nnjit.kernels.dense: the three forward paths (BLAS, transposed BLAS, the
+register-blocked loop) under both BLAS modes, and the backward products."""
 
 import numpy as np
 import pytest
@@ -16,9 +17,17 @@ def _case(rows, inner, cols, dtype, seed=0):
     return x, w, b
 
 
-def _blocked(rows, inner, cols):
-    return inner >= kd.SMALL_MIN_INNER and (cols <= kd.SMALL_MAX_OUT or (
-        rows <= kd.SMALL_MAX_ROWS and inner * cols <= kd.SMALL_MAX_WEIGHT))
+MODES = (kd.MODE_AVX2, kd.MODE_AVX512)
+
+
+def _strategy(rows, inner, cols, mode):
+    return kd.forward_strategy(rows, inner, cols, mode)
+
+
+def _forward(x, w, b, y, has_bias, mode, scratch=None):
+    if scratch is None:
+        scratch = np.full(y.size, np.nan, dtype=y.dtype)
+    kd.dense_forward(x, w, b, y, has_bias, mode, scratch)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -26,8 +35,10 @@ def _blocked(rows, inner, cols):
     (16, 4, 16),  # BLAS: tiny inner dimension
     (16, 16, 3), (15, 16, 3), (16, 17, 5), (1, 8, 1), (2, 8, 2), (3, 9, 41),  # around the rule
     (32, 128, 10), (130, 128, 40), (33, 64, 128), (32, 64, 128), (31, 65, 63), (32, 4096, 41),
+    (17, 2100, 70), (45, 1030, 129),  # transposed in both modes
 ])
-def test_dense_forward_matches_numpy(shape, dtype):
+@pytest.mark.parametrize("mode", MODES)
+def test_dense_forward_matches_numpy(shape, dtype, mode):
     rows, inner, cols = shape
     x, w, b = _case(rows, inner, cols, dtype)
     ref = x.astype(np.float64) @ w.T.astype(np.float64)
@@ -36,22 +47,36 @@ def test_dense_forward_matches_numpy(shape, dtype):
            else dict(rtol=1e-12, atol=1e-12))
     for has_bias in (True, False):
         y = np.full((rows, cols), np.nan, dtype=dtype)
-        kd.dense_forward(x, w, b, y, has_bias)
+        _forward(x, w, b, y, has_bias, mode)
         np.testing.assert_allclose(y, ref + b if has_bias else ref, **tol)
 
 
-def test_both_paths_are_exercised():
-    assert _blocked(16, 16, 3) and _blocked(130, 128, 10) and _blocked(33, 8, 40)
-    assert _blocked(32, 64, 128) and not _blocked(33, 64, 128)
-    assert not _blocked(16, 4, 16) and not _blocked(32, 4096, 128)
+def test_every_path_is_exercised():
+    L, B, T = kd.FORWARD_LOOP, kd.FORWARD_BLAS, kd.FORWARD_TRANSPOSED
+    avx2 = [_strategy(*s, kd.MODE_AVX2) for s in [(16, 16, 3), (130, 128, 10), (32, 64, 128),
+                                                  (16, 4, 16), (32, 4096, 128), (128, 784, 256)]]
+    assert avx2 == [L, L, L, B, T, B]
+    avx512 = [_strategy(*s, kd.MODE_AVX512) for s in [(16, 16, 3), (144, 128, 10), (32, 64, 128),
+                                                      (16, 64, 64), (45, 4096, 128), (32, 128, 10)]]
+    assert avx512 == [L, L, T, B, T, B]
+
+
+def test_transposed_path_needs_enough_scratch():
+    """With too little scratch (a program laid out without it) the plain BLAS product runs."""
+    x, w, b = _case(32, 64, 128, np.float32)
+    assert _strategy(32, 64, 128, kd.MODE_AVX512) == kd.FORWARD_TRANSPOSED
+    y = np.empty((32, 128), dtype=np.float32)
+    _forward(x, w, b, y, True, kd.MODE_AVX512, scratch=np.zeros(1, dtype=np.float32))
+    np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-4)
 
 
 @settings(max_examples=60, deadline=None)
-@given(rows=st.integers(1, 9), inner=st.integers(1, 20), cols=st.integers(1, 45))
-def test_dense_forward_any_shape_float64(rows, inner, cols):
+@given(rows=st.integers(1, 40), inner=st.sampled_from([1, 3, 8, 17, 64, 130]),
+       cols=st.integers(1, 70), mode=st.sampled_from(MODES))
+def test_dense_forward_any_shape_float64(rows, inner, cols, mode):
     x, w, b = _case(rows, inner, cols, np.float64, seed=rows * 1000 + inner * 50 + cols)
     y = np.empty((rows, cols))
-    kd.dense_forward(x, w, b, y, True)
+    _forward(x, w, b, y, True, mode)
     np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-12, atol=1e-12)
 
 
@@ -61,5 +86,5 @@ def test_narrow_path_uses_only_the_batch_rows_of_an_arena_view():
     arena = np.full(16 * 16, np.nan, dtype=np.float32)
     arena[: x.size] = x.ravel()
     y = np.empty((8, 3), dtype=np.float32)
-    kd.dense_forward(arena[: x.size].reshape(8, 16), w, b, y, True)
+    _forward(arena[: x.size].reshape(8, 16), w, b, y, True, kd.MODE_AVX2)
     np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-5)
