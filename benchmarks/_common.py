@@ -421,15 +421,32 @@ def environment_info(**extra) -> dict:
         "cpu_count": os.cpu_count(),
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "git_revision": git_revision(),
+        "openblas_env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")},
     }
     info.update(extra)
     return info
 
 
+def blas_kernel_warning() -> str | None:
+    """A warning when OpenBLAS was told which kernels to run (``OPENBLAS_CORETYPE``), else None.
+
+    Some machines set ``OPENBLAS_CORETYPE=Haswell`` (and ``OPENBLAS_L2_SIZE``) for older OpenBLAS
+    builds: every OpenBLAS in the process, numpy's (scikit-learn) and scipy's (nnjit), then runs
+    its AVX2 kernels, about half the speed of the AVX-512 ones on an AVX-512 CPU. Both sides are
+    slowed alike, but neither runs as the machine allows."""
+    core = os.environ.get("OPENBLAS_CORETYPE")
+    if not core:
+        return None
+    return (f"OPENBLAS_CORETYPE={core} is set: every OpenBLAS runs its {core} kernels; to measure "
+            "with the kernels OpenBLAS picks for this CPU run `env -u OPENBLAS_CORETYPE "
+            "-u OPENBLAS_L2_SIZE python -m benchmarks ...` (the environment table shows each "
+            "library's kernels)")
+
+
 def finish(res: dict, out, warnings, report) -> dict:
-    """The end every benchmark shares: ``res["warnings"] = warnings(res)``, print the report,
-    write the JSON to ``out`` and say where. Returns ``res``."""
-    res["warnings"] = warnings(res)
+    """The end every benchmark shares: ``res["warnings"] = warnings(res)`` plus the BLAS-kernel
+    warning, print the report, write the JSON to ``out`` and say where. Returns ``res``."""
+    res["warnings"] = [w for w in [*warnings(res), blas_kernel_warning()] if w]
     report(res)
     path = write_json(out, res)
     print(f"wrote {path}", flush=True)

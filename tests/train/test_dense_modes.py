@@ -1,0 +1,47 @@
+"""A fit gives the same model whichever forward-product rules (AVX2 / AVX-512 BLAS) it runs."""
+
+import numpy as np
+import pytest
+
+import nnjit as nn
+from nnjit.graph import interpreter as it
+from nnjit.kernels import dense as kd
+
+
+def _fit(mode: int, dtype) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 1100)).astype(dtype)
+    y = rng.integers(0, 3, size=200)
+    nn.set_seed(3)
+    # 1100 -> 128 at batch 32 is the transposed product in both modes; 128 -> 3 the loop
+    # under AVX2 rules and BLAS under AVX-512 rules.
+    model = nn.Sequential(nn.Linear(1100, 128), nn.ReLU(), nn.Linear(128, 3))
+    trainer = nn.Trainer(model, nn.Adam(lr=0.01), nn.CrossEntropyLoss(), dtype=dtype)
+    trainer._cfg[it.C_DENSE_MODE] = mode
+    trainer.fit(nn.DataLoader(X, y, batch_size=32), epochs=3, verbose=False)
+    return trainer.predict_outputs(X[:50]), model[0].weight.data.copy()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_both_modes_train_the_same_model(dtype):
+    assert kd.forward_strategy(32, 1100, 128, kd.MODE_AVX2) == kd.FORWARD_TRANSPOSED
+    assert kd.forward_strategy(32, 1100, 128, kd.MODE_AVX512) == kd.FORWARD_TRANSPOSED
+    assert kd.forward_strategy(32, 128, 3, kd.MODE_AVX2) == kd.FORWARD_LOOP
+    assert kd.forward_strategy(32, 128, 3, kd.MODE_AVX512) == kd.FORWARD_BLAS
+    out0, w0 = _fit(kd.MODE_AVX2, dtype)
+    out1, w1 = _fit(kd.MODE_AVX512, dtype)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(out1, out0, rtol=tol, atol=tol)
+    # float32: a product summed in another order can flip the sign of a near-zero Adam step
+    # (an lr-sized change in a weight or two of 140,800)
+    np.testing.assert_allclose(w1, w0, rtol=tol, atol=tol if dtype == np.float64 else 0.02)
+    assert np.mean(np.abs(w1 - w0) > tol) < 1e-4
+    assert np.isfinite(out0).all()
+
+
+def test_trainer_picks_the_mode_of_the_blas_it_calls():
+    from nnjit.train.threads import dense_forward_mode
+
+    trainer = nn.Trainer(nn.Sequential(nn.Linear(4, 3)))
+    assert trainer._cfg[it.C_DENSE_MODE] == dense_forward_mode()
+    assert dense_forward_mode() in (kd.MODE_AVX2, kd.MODE_AVX512)
