@@ -1,4 +1,5 @@
-"""Run the whole benchmark suite: ``python -m benchmarks [--quick] [--only NAMES] [--out-dir DIR]``.
+"""Run the whole benchmark suite: ``python -m benchmarks [--quick] [--only NAMES] [--out-dir DIR]
+[--native-blas]``.
 
 Runs ``core``, ``seed_table``, ``scale``, ``memory``, ``parallel``, ``gnn`` and ``gnn_sampled``
 in turn, each in its own fresh Python process (``python -m benchmarks.<name>``: no benchmark
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import subprocess
 import sys
 import time
@@ -29,11 +31,24 @@ BENCHMARKS = ("core", "seed_table", "scale", "memory", "parallel", "gnn", "gnn_s
 QUICK_FALLBACK = {"core": ["--cold-runs", "1", "--warm-runs", "1", "--epochs", "2",
                            "--repeats", "1"]}
 
+#: Variables some machines set to pin OpenBLAS to older kernels (removed by --native-blas).
+OPENBLAS_PINS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+
 #: Lighter settings inside the full suite, which must stay under 10 minutes on a quiet machine
 #: (2026-11-30: core 55 s, seed_table 184 s, scale 46 s, memory 57 s, gnn 83 s, gnn_sampled
 #: 25 s). ``benchmarks.parallel`` calibrates the prange thresholds: its own default (9 repeats,
 #: compile processes, the two-thread section) takes ~6.5 minutes; in the suite ~1.5 minutes.
 SUITE_ARGS = {"parallel": ["--repeats", "5", "--compile-runs", "0", "--no-threads"]}
+
+
+def child_environment(native_blas: bool, base=None) -> dict:
+    """The environment each benchmark process gets: ``base`` (default ``os.environ``), without
+    the OpenBLAS pins when ``native_blas``."""
+    env = dict(os.environ if base is None else base)
+    if native_blas:
+        for var in OPENBLAS_PINS:
+            env.pop(var, None)
+    return env
 
 
 def _module_source(name: str) -> str | None:
@@ -66,6 +81,10 @@ def main(argv=None) -> int:
     p.add_argument("--only", default=None,
                    help=f"comma-separated subset of {','.join(BENCHMARKS)} (default all)")
     p.add_argument("--skip", default="", help="comma-separated benchmarks to leave out")
+    p.add_argument("--native-blas", action="store_true",
+                   help="run each benchmark without OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE in its "
+                        "environment, so OpenBLAS picks its kernels for this CPU (see "
+                        "benchmarks/README.md, 'BLAS kernels')")
     p.add_argument("--out-dir", default=None,
                    help="write <name>.json here instead of benchmarks/results/")
     args = p.parse_args(argv)
@@ -77,6 +96,8 @@ def main(argv=None) -> int:
             p.error(f"unknown benchmark {n!r}; valid: {', '.join(BENCHMARKS)}")
     if args.out_dir is not None:
         Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+
+    child_env = child_environment(args.native_blas)
 
     summary = []
     t_suite = time.perf_counter()
@@ -93,7 +114,7 @@ def main(argv=None) -> int:
         cmd = command(name, args.quick, args.out_dir, source)
         print(f"== {name}: {' '.join(cmd[1:])}\n", flush=True)
         t0 = time.perf_counter()
-        rc = subprocess.call(cmd, cwd=REPO_ROOT)
+        rc = subprocess.call(cmd, cwd=REPO_ROOT, env=child_env)
         wall = time.perf_counter() - t0
         out = (Path(args.out_dir) / f"{name}.json" if args.out_dir else
                Path("benchmarks") / "results" / f"{name}.json")

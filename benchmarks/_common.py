@@ -438,9 +438,9 @@ def blas_kernel_warning() -> str | None:
     if not core:
         return None
     return (f"OPENBLAS_CORETYPE={core} is set: every OpenBLAS runs its {core} kernels; to measure "
-            "with the kernels OpenBLAS picks for this CPU run `env -u OPENBLAS_CORETYPE "
-            "-u OPENBLAS_L2_SIZE python -m benchmarks ...` (the environment table shows each "
-            "library's kernels)")
+            "with the kernels OpenBLAS picks for this CPU run `python -m benchmarks --native-blas` "
+            "or `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m benchmarks.NAME` (the "
+            "environment table shows each library's kernels)")
 
 
 def finish(res: dict, out, warnings, report) -> dict:

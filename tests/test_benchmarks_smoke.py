@@ -130,3 +130,16 @@ def test_suite_runs_parallel_lighter_but_quick_stays_quick():
     assert command("parallel", False, None, source)[3:] == SUITE_ARGS["parallel"]
     assert command("parallel", True, None, source)[3:] == ["--quick"]
     assert command("scale", False, None, _module_source("scale"))[3:] == []
+
+
+def test_native_blas_removes_only_the_openblas_pins(monkeypatch):
+    from benchmarks.__main__ import child_environment
+    from benchmarks._common import blas_kernel_warning
+
+    base = {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_L2_SIZE": "512", "PATH": "/bin"}
+    assert child_environment(False, base) == base
+    assert child_environment(True, base) == {"PATH": "/bin"}
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    assert "OPENBLAS_CORETYPE=Haswell" in blas_kernel_warning()
+    monkeypatch.delenv("OPENBLAS_CORETYPE")
+    assert blas_kernel_warning() is None
