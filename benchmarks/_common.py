@@ -435,8 +435,9 @@ def blas_kernel_warning() -> str | None:
     its AVX2 kernels, about half the speed of the AVX-512 ones on an AVX-512 CPU. Both sides are
     slowed alike, but neither runs as the machine allows."""
     core = os.environ.get("OPENBLAS_CORETYPE")
-    if not core:
-        return None
+    threads = sys.modules.get("nnjit.train.threads")
+    if not core or core == getattr(threads, "CORETYPE_SET_BY_NNJIT", None):
+        return None  # unset, or nnjit's own choice for an AVX-512 CPU OpenBLAS does not know
     return (f"OPENBLAS_CORETYPE={core} is set: every OpenBLAS runs its {core} kernels; to measure "
             "with the kernels OpenBLAS picks for this CPU run `python -m benchmarks --native-blas` "
             "or `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python -m benchmarks.NAME` (the "

@@ -50,10 +50,12 @@ def openblas_coretype_hint() -> str | None:
     return None
 
 
+#: The OPENBLAS_CORETYPE nnjit set at import (None: it set nothing).
+CORETYPE_SET_BY_NNJIT = None
 if "scipy.linalg.cython_blas" not in sys.modules:
-    _hint = openblas_coretype_hint()
-    if _hint is not None:
-        os.environ["OPENBLAS_CORETYPE"] = _hint
+    CORETYPE_SET_BY_NNJIT = openblas_coretype_hint()
+    if CORETYPE_SET_BY_NNJIT is not None:
+        os.environ["OPENBLAS_CORETYPE"] = CORETYPE_SET_BY_NNJIT
 
 import scipy.linalg.cython_blas  # noqa: E402,F401  (load the BLAS numba calls, before limiting)
 from threadpoolctl import ThreadpoolController  # noqa: E402
