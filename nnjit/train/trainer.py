@@ -39,6 +39,13 @@ MONITORS = {
     "train_loss": it.MONITOR_TRAIN_LOSS,
 }
 
+# fit() writes the config row as one tuple in this order.
+_CONFIG_ORDER = (it.C_BATCH, it.C_EVAL_BATCH, it.C_SHUFFLE, it.C_DROP_LAST, it.C_TOL, it.C_PATIENCE,
+                 it.C_MONITOR, it.C_RESTORE_BEST, it.C_EPOCHS, it.C_CHUNK, it.C_OPT_KIND,
+                 it.C_REG_COEF, it.C_REG_PER_BATCH, it.C_CLIP_NORM, it.C_ACCUM_STEPS, it.C_PLATEAU)
+if _CONFIG_ORDER != tuple(range(it.CONFIG_WIDTH)):
+    raise ImportError("nnjit.train.trainer: fit()'s config row no longer matches the C_* fields")
+
 
 class Trainer:
     """Compile a model with an optimizer and a loss, then fit, evaluate and predict.
@@ -219,15 +226,17 @@ class Trainer:
 
     def _use_graph(self, loader) -> None:
         """Trace graph models for ``loader`` (FullBatch, NeighborLoader), or not (other data)."""
-        from nnjit.graph.edges import GraphStructure
-
         if isinstance(loader, NeighborLoader):
+            from nnjit.graph.edges import GraphStructure
+
             key = (loader.graph, tuple(loader.num_neighbors), loader.batch_size)
             if key != self._graph_of:
                 self._graph = GraphStructure.sampled_from(loader.graph, loader.num_neighbors,
                                                           loader.batch_size)
                 self._graph_of = key
         elif isinstance(loader, FullBatch):
+            from nnjit.graph.edges import GraphStructure
+
             graph = loader.graph
             if graph is not self._graph_of:
                 self._graph = GraphStructure(graph.edge_index, graph.num_nodes,
@@ -404,45 +413,50 @@ class Trainer:
         else:
             Xv, Yv = self._empty(X.shape[1]), self._empty(Y.shape[1])
 
-        cfg = self._cfg
-        cfg[it.C_BATCH] = train.batch_size
-        # sampled graph batches: the buffers hold the subgraph of at most batch_size seeds
-        cfg[it.C_EVAL_BATCH] = train.batch_size if self._graph_sampled else program.max_batch
-        cfg[it.C_SHUFFLE] = train.shuffle
-        cfg[it.C_DROP_LAST] = train.drop_last
-        cfg[it.C_TOL] = tol
-        cfg[it.C_PATIENCE] = patience
-        cfg[it.C_MONITOR] = MONITORS[monitor]
-        cfg[it.C_RESTORE_BEST] = bool(restore_best)
-        cfg[it.C_EPOCHS] = epochs
         per_epoch = bool(callbacks) or verbose == 2
         # Without Python between epochs, a verbose fit runs its single compiled call in a worker
         # thread; the main thread draws the progress and turns Ctrl-C into a stop request.
         threaded = bool(verbose) and not per_epoch and _in_main_thread()
-        cfg[it.C_CHUNK] = 1 if per_epoch else 0
-        cfg[it.C_OPT_KIND] = self.optimizer.kind
-        cfg[it.C_REG_COEF] = self.regularizer.coef if self.regularizer else 0.0
-        cfg[it.C_REG_PER_BATCH] = bool(self.regularizer and self.regularizer.per_batch)
-        cfg[it.C_CLIP_NORM] = grad_clip_norm or 0.0
-        cfg[it.C_ACCUM_STEPS] = accumulation_steps
         steps_per_epoch = -(-len(train) // accumulation_steps)
         lr_table, plateau = self._schedule(scheduler, monitor, schedule_epochs or epochs,
                                            steps_per_epoch)
-        cfg[it.C_PLATEAU] = plateau.size > 0
+        reg = self.regularizer
+        cfg = self._cfg
+        cfg[:] = (  # the whole row in one assignment, in C_* order (see _CONFIG_ORDER)
+            train.batch_size,  # C_BATCH
+            # C_EVAL_BATCH; sampled graph batches: the buffers hold the subgraph of at most
+            # batch_size seeds
+            train.batch_size if self._graph_sampled else program.max_batch,
+            train.shuffle,  # C_SHUFFLE
+            train.drop_last,  # C_DROP_LAST
+            tol,  # C_TOL
+            patience,  # C_PATIENCE
+            MONITORS[monitor],  # C_MONITOR
+            bool(restore_best),  # C_RESTORE_BEST
+            epochs,  # C_EPOCHS
+            1 if per_epoch else 0,  # C_CHUNK
+            self.optimizer.kind,  # C_OPT_KIND
+            reg.coef if reg else 0.0,  # C_REG_COEF
+            bool(reg and reg.per_batch),  # C_REG_PER_BATCH
+            grad_clip_norm or 0.0,  # C_CLIP_NORM
+            accumulation_steps,  # C_ACCUM_STEPS
+            plateau.size > 0,  # C_PLATEAU
+        )
 
         saved = None
         if initial_epoch:  # taken before the state is reset
             saved = self._resume if self._resume is not None else (
                 {"fit": self.fit_state(), "callbacks": self.callback_states()})
+        row = [0.0] * it.STATE_WIDTH  # built as a list: one assignment instead of eight
+        row[it.ST_STEP] = self.optimizer.iterations
+        row[it.ST_BEST] = -math.inf if monitor == "val_accuracy" else math.inf
+        row[it.ST_BEST_EPOCH] = -1
+        row[it.ST_JOB] = -1
+        row[it.ST_LR] = self.optimizer.lr
+        row[it.ST_EPOCH] = initial_epoch
+        row[it.ST_FIT_STEP] = initial_epoch * steps_per_epoch
         state = self._state
-        state[:] = 0.0
-        state[it.ST_STEP] = self.optimizer.iterations
-        state[it.ST_BEST] = -np.inf if monitor == "val_accuracy" else np.inf
-        state[it.ST_BEST_EPOCH] = -1
-        state[it.ST_JOB] = -1
-        state[it.ST_LR] = self.optimizer.lr
-        state[it.ST_EPOCH] = initial_epoch
-        state[it.ST_FIT_STEP] = initial_epoch * steps_per_epoch
+        state[:] = row
         self._plateau, self._monitor_code = plateau, MONITORS[monitor]
         carried = self._carry_fit_state(initial_epoch, plateau, saved) if initial_epoch else None
         self._fit_start = self.initial_epoch_ = initial_epoch
