@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from nnjit.config import DEFAULT_DTYPE
+from nnjit.graph.edges import SparseFeatures
 from nnjit.graph.tape import Tensor
 from nnjit.nn.module import Module
 from nnjit.nn.parameter import Parameter
@@ -55,9 +56,7 @@ class Linear(Module):
         self.bias = Parameter(b.astype(DEFAULT_DTYPE)) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        from nnjit.graph.edges import SparseFeatures
-
-        if isinstance(x, SparseFeatures):  # a graph's bag-of-words features: X @ W.T + b
+        if type(x) is not Tensor and isinstance(x, SparseFeatures):  # a graph's bag-of-words features: X @ W.T + b
             if x.cols != self.in_features:
                 raise ValueError(f"Linear '{self._path or 'Linear'}': expected input with "
                                  f"{self.in_features} features, got sparse features of shape "

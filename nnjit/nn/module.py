@@ -178,7 +178,10 @@ class Module:
             tape = current_tape()
         if tape is None and args and isinstance(args[0], Symbolic):
             tape = args[0].tape
-        if tape is None or not all(isinstance(a, Symbolic) for a in args):
+        symbolic = tape is not None
+        for a in args:  # (a loop: all() over a generator costs a generator per call)
+            symbolic = symbolic and isinstance(a, Symbolic)
+        if not symbolic:
             self._check_init()
             raise TypeError(
                 f"{type(self).__name__} is called on symbolic tensors while a trainer traces "
