@@ -108,16 +108,15 @@ class Trainer:
     def _trace(self, n_features: int, max_batch: int):
         tape = Tape(self.dtype, self._graph.max_rows if self._graph is not None else max_batch)
         self._modules = list(self.model.named_modules())  # traversed once per trace
-        self._named_params = []
+        self._named_params = named = []
         seen = set()
         for path, module in self._modules:
-            object.__setattr__(module, "_path", path)
+            module.__dict__["_path"] = path
             for name, p in module._parameters.items():  # as Module.named_parameters()
                 if id(p) not in seen:
                     seen.add(id(p))
-                    self._named_params.append((f"{path}.{name}" if path else name, p))
-        for name, p in self._named_params:
-            tape.parameter(p, name)
+                    named.append((f"{path}.{name}" if path else name, p))
+        tape.parameters(named)
         if self._graph is not None:
             from nnjit.graph.edges import graph_inputs
 
@@ -194,8 +193,10 @@ class Trainer:
             self.param_spans[name] = (off, rows * cols)
         self.optimizer.build(program.n_params, self.dtype)
         self._best = np.empty(program.n_params, dtype=self.dtype)
-        spans = self.regularizer.spans(self.param_spans) if self.regularizer else np.zeros((0, 2))
-        self._reg_spans = np.ascontiguousarray(spans, dtype=np.int64)
+        spans = self.regularizer.spans(self.param_spans) if self.regularizer else _NO_SPANS
+        if spans.dtype != np.int64 or not spans.flags.c_contiguous:  # (a custom regularizer)
+            spans = np.ascontiguousarray(spans, dtype=np.int64)
+        self._reg_spans = spans
         self.program = program
         self.model._trainer = self
 
@@ -974,6 +975,7 @@ def _callback_keys(callbacks):
 # Empty arrays passed where the compiled loop expects an array that is not used (never written:
 # they have no elements), shared so a fit does not allocate them.
 _NONE = np.zeros(0, dtype=np.float64)
+_NO_SPANS = np.zeros((0, 2), dtype=np.int64)  # no regularizer: no penalised spans
 _EMPTIES: dict = {}
 
 
