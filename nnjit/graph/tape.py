@@ -34,7 +34,7 @@ class BatchDim(int):
         return f"batch({int(self)})"
 
 
-@dataclass
+@dataclass(slots=True)
 class SlotSpec:
     """Shape and role of one arena slot, before layout."""
 
@@ -52,7 +52,7 @@ class SlotSpec:
         return self.rows * self.cols
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     """One recorded op (the Python side of a record)."""
 
