@@ -267,20 +267,23 @@ class Tape:
         slots = self.slots
         differentiable = SPECS[opcode].differentiable
         needs_grad = []
+        in_slots = []
         for t in inputs:
             if t is None:  # an optional input left out (e.g. no edge weights): slot -1
                 needs_grad.append(False)
+                in_slots.append(-1)
                 continue
             if t.tape is not self:
                 raise ValueError(f"{opcode.name}: input {t} belongs to another tape")
             needs_grad.append(differentiable and slots[t.slot].requires_grad)
+            in_slots.append(t.slot)
         for t in extra_inputs:
             if t.tape is not self:
                 raise ValueError(f"{opcode.name}: input {t} belongs to another tape")
             needs_grad.append(False)
+            in_slots.append(t.slot)
         if out_requires_grad is None:
             out_requires_grad = any(needs_grad)
-        batch = isinstance(out_rows, BatchDim)
         if out_edges is None:  # an op over an edge slot's rows (activation, dropout) keeps them
             out_edges = -1
             for t in inputs:
@@ -292,8 +295,8 @@ class Tape:
         owner = self.owners[-1] if self.owners else ""
         op_name = _OP_NAMES[opcode]
         out = self._new_slot(
-            SlotSpec(int(out_rows), int(out_cols), batch=batch, requires_grad=out_requires_grad,
-                     name=f"{owner or op_name}.{op_name}", edges=out_edges)
+            SlotSpec(int(out_rows), int(out_cols), isinstance(out_rows, BatchDim), False,
+                     out_requires_grad, f"{owner or op_name}.{op_name}", out_edges)
         )
         aux_values = []
         for h in hyper:
@@ -301,16 +304,9 @@ class Tape:
             aux_values.append(len(self.hyper) - 1)
         for a in aux:
             aux_values.append(int(a))
-        aux_values += [-1] * (3 - len(aux_values))
-        node = Node(
-            opcode=opcode,
-            inputs=[-1 if t is None else t.slot for t in inputs] + [t.slot for t in extra_inputs],
-            out=out.slot,
-            aux=aux_values,
-            owner=owner,
-            needs_grad=needs_grad,
-        )
-        self.nodes.append(node)
+        while len(aux_values) < 3:
+            aux_values.append(-1)
+        self.nodes.append(Node(opcode, in_slots, out.slot, aux_values, owner, None, needs_grad, []))
         return out
 
     def binary(self, opcode: Opcode, a: Tensor, b: Tensor) -> Tensor:

@@ -72,9 +72,10 @@ class Linear(Module):
 
     def tensors(self, tape) -> tuple[Tensor, Tensor | None]:
         """The (weight, bias) slots on ``tape`` (bias None when the layer has none)."""
-        w = tape.parameter(self.weight, self._param_name("weight"))
-        b = tape.parameter(self.bias, self._param_name("bias")) if self.bias is not None else None
-        return w, b
+        params = self._parameters  # (self.weight would go through Module.__getattr__)
+        w = tape.parameter(params["weight"], self._param_name("weight"))
+        bias = params.get("bias")
+        return w, (tape.parameter(bias, self._param_name("bias")) if bias is not None else None)
 
     def _param_name(self, name: str) -> str:
         return f"{self._path}.{name}" if self._path else name
