@@ -77,19 +77,10 @@ class CrossEntropyLoss(Loss):
 
 SoftmaxCrossEntropyLoss = CrossEntropyLoss
 
-_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-
-
 def _labels_in_range(y: np.ndarray, n: int) -> bool:
-    """All of the (non-empty, 1-D) labels ``y`` lie in ``[0, n)``.
-
-    Integer labels take one reduction: seen as unsigned integers of the same width, negative
-    labels become larger than any valid one (when ``n`` is below half the type's range).
-    """
-    kind, size = y.dtype.kind, y.dtype.itemsize
-    if kind in "iub" and size in _UNSIGNED and (kind != "i" or n <= 1 << (8 * size - 1)):
-        return bool(np.maximum.reduce(y.view(_UNSIGNED[size])) < n)
-    return not (np.minimum.reduce(y) < 0 or np.maximum.reduce(y) >= n)
+    """All of the (non-empty, NaN-free) labels ``y`` lie in ``[0, n)``: two elements looked up
+    with argmin/argmax (no ufunc reduction: see :func:`nnjit.data.loader.all_finite`)."""
+    return y.item(y.argmin()) >= 0 and y.item(y.argmax()) < n
 
 
 class MSELoss(Loss):
