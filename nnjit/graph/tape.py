@@ -368,7 +368,7 @@ class Tape:
         both: this runs on every trace.)
         """
         written: set[int] = set()
-        rows = []
+        rows = []  # flat, last op first
         for node in reversed(self.nodes):
             accumulate = []
             flags = 0
@@ -385,10 +385,10 @@ class Tape:
             ins = node.inputs
             n_in = len(ins)
             aux = node.aux
-            rows.append((int(node.opcode), ins[0] if n_in > 0 else -1, ins[1] if n_in > 1 else -1,
-                         ins[2] if n_in > 2 else -1, node.out, aux[0], aux[1], aux[2], flags))
-        rows.reverse()
-        return np.array(rows, dtype=np.int32).reshape(len(rows), RECORD_WIDTH)
+            rows += (flags, aux[2], aux[1], aux[0], node.out, ins[2] if n_in > 2 else -1,
+                     ins[1] if n_in > 1 else -1, ins[0] if n_in > 0 else -1, int(node.opcode))
+        rows.reverse()  # first op first, each row in column order
+        return np.array(rows, dtype=np.int32).reshape(len(self.nodes), RECORD_WIDTH)
 
     def program_view(self, slot: int, grad: bool) -> np.ndarray:
         if self.program is None:

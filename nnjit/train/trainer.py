@@ -20,7 +20,7 @@ from nnjit.graph.program import Program
 from nnjit.graph.tape import Tape, Tensor
 from nnjit.kernels import loss as kl
 from nnjit.losses import CrossEntropyLoss, Loss, get_loss
-from nnjit.nn.module import Module
+from nnjit.nn.module import Module, walk_modules
 from nnjit.optim import Optimizer, get_optimizer
 from nnjit.optim.adam import Adam
 from nnjit.random import next_seed
@@ -107,7 +107,7 @@ class Trainer:
     # -- compilation -----------------------------------------------------------------------------
     def _trace(self, n_features: int, max_batch: int):
         tape = Tape(self.dtype, self._graph.max_rows if self._graph is not None else max_batch)
-        self._modules = list(self.model.named_modules())  # traversed once per trace
+        self._modules = walk_modules(self.model)  # traversed once per trace
         self._named_params = named = []
         seen = set()
         for path, module in self._modules:
@@ -198,7 +198,7 @@ class Trainer:
             spans = np.ascontiguousarray(spans, dtype=np.int64)
         self._reg_spans = spans
         self.program = program
-        self.model._trainer = self
+        self.model.__dict__["_trainer"] = self  # (as Module.__setattr__ would store it)
 
     # -- data ------------------------------------------------------------------------------------
     @staticmethod
@@ -378,7 +378,7 @@ class Trainer:
 
             if ProgressBar.default_enabled():  # a terminal: one bar over the epochs
                 callbacks.append(ProgressBar())
-        callbacks = CallbackList(callbacks)
+        callbacks = CallbackList(callbacks) if callbacks else _NO_CALLBACKS
         if grad_clip_norm is not None and not (math.isfinite(grad_clip_norm)
                                                and grad_clip_norm > 0):
             raise ValueError(f"fit: grad_clip_norm must be a number > 0 or None, "
@@ -472,7 +472,7 @@ class Trainer:
         perm = self._perm
         opt_hyper = self.optimizer.hyper_vector()
 
-        stop = _StopRequest(state)
+        stop = _StopRequest(state) if per_epoch or threaded else None  # (the plain call: none)
 
         def on_epoch():
             self.optimizer.iterations = int(state[it.ST_STEP])  # checkpoints see the real count
@@ -529,11 +529,12 @@ class Trainer:
         finally:
             self.optimizer.iterations = int(state[it.ST_STEP])
             self._set_training(False)
-            if stop.requested and state[it.ST_STOPPED] == _STOP_REQUESTED:
+            requested = stop is not None and stop.requested
+            if requested and state[it.ST_STOPPED] == _STOP_REQUESTED:
                 state[it.ST_STOPPED] = 0.0  # a Ctrl-C is not early stopping: a resume goes on
             self.history_ = self._history_frame(history, state, monitor)
             self._batch_frame(state)
-        interrupted = interrupted or stop.requested
+        interrupted = interrupted or requested
         if status == st.PAUSED or interrupted:  # stopped early: apply the best-weights rule
             it._restore_best(cfg, state, program.params, self._best)
             self.history_.attrs["restored_best"] = bool(state[it.ST_RESTORED])
@@ -975,6 +976,7 @@ def _callback_keys(callbacks):
 # Empty arrays passed where the compiled loop expects an array that is not used (never written:
 # they have no elements), shared so a fit does not allocate them.
 _NONE = np.zeros(0, dtype=np.float64)
+_NO_CALLBACKS = CallbackList()  # a fit without callbacks (never changed)
 _NO_SPANS = np.zeros((0, 2), dtype=np.int64)  # no regularizer: no penalised spans
 _EMPTIES: dict = {}
 
