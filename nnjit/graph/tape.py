@@ -194,7 +194,8 @@ class Tape:
     def parameter(self, param, name: str) -> Tensor:
         """The slot holding ``param`` (a :class:`nnjit.nn.Parameter`), created on first use."""
         key = id(param)
-        if key not in self._param_ids:
+        slot = self._param_ids.get(key)
+        if slot is None:
             if len(self._param_ids) != len(self.slots):  # some slot is not a parameter
                 raise RuntimeError(
                     f"parameter '{name}' was first used during forward; register every parameter "
@@ -204,7 +205,8 @@ class Tape:
             t = self._new_slot(SlotSpec(rows, cols, param=True, requires_grad=True, name=name))
             self._param_ids[key] = t.slot
             self.param_slots[name] = t.slot
-        return Tensor(self, self._param_ids[key])
+            return t
+        return Tensor(self, slot)
 
     def parameters(self, named) -> None:
         """Lay out the ``(dotted_name, Parameter)`` pairs ``named`` in order, first on the tape

@@ -689,15 +689,16 @@ class Trainer:
         """The history of this fit's epochs so far, a DataFrame built on first use (see
         :mod:`nnjit.train.history`); ``history`` rows up to the last epoch must not change."""
         start = self._fit_start
-        end = max(int(state[it.ST_EPOCH]), start)
-        best = int(state[it.ST_BEST_EPOCH])
+        row = state.tolist()  # Python floats: one call instead of four NumPy scalars
+        end = max(int(row[it.ST_EPOCH]), start)
+        best = int(row[it.ST_BEST_EPOCH])
         attrs = {
             "monitor": monitor,
             "best_epoch": best + 1 if best >= 0 else None,  # absolute, 1-based
-            "best_value": float(state[it.ST_BEST]) if best >= 0 else None,
-            "restored_best": bool(state[it.ST_RESTORED]),
+            "best_value": row[it.ST_BEST] if best >= 0 else None,
+            "restored_best": bool(row[it.ST_RESTORED]),
             "stop_reason": ("early stopping: " + monitor + " did not improve")
-            if state[it.ST_STOPPED] else "reached the epoch limit",
+            if row[it.ST_STOPPED] else "reached the epoch limit",
         }
         return history_frame(history[start:end], self.loss.is_classification, attrs)
 
