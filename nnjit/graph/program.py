@@ -75,7 +75,7 @@ class Program:
         ], dtype=np.int64)
         self.current_rows = self.max_batch
         self.rng = seed_state(seed)
-        self.param_slots = dict(tape.param_slots)
+        self.param_slots = tape.param_slots  # (frozen: the tape records nothing once laid out)
         self.graph = tape.graph
         if has_graph_ops and tape.graph is None:
             raise ValueError("graph ops were recorded without a graph (trace the model with one)")
