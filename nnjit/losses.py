@@ -77,6 +77,7 @@ class CrossEntropyLoss(Loss):
 
 SoftmaxCrossEntropyLoss = CrossEntropyLoss
 
+
 def _labels_in_range(y: np.ndarray, n: int) -> bool:
     """All of the (non-empty, NaN-free) labels ``y`` lie in ``[0, n)``: two elements looked up
     with argmin/argmax (no ufunc reduction: see :func:`nnjit.data.loader.all_finite`)."""
