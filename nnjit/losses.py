@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nnjit.data.loader import all_finite
 from nnjit.graph.opcodes import Opcode
 from nnjit.graph.tape import Tape, Tensor
 
@@ -29,7 +30,7 @@ class Loss:
 
 
 def _finite(y: np.ndarray, where: str) -> None:
-    if y.dtype.kind == "f" and not np.isfinite(y).all():
+    if not all_finite(y):
         bad = int(np.flatnonzero(~np.isfinite(y.reshape(len(y), -1)).any(axis=1))[0])
         raise ValueError(f"{where}: y contains NaN or inf (first at row {bad})")
 
@@ -58,7 +59,7 @@ class CrossEntropyLoss(Loss):
                         f"{where}: class labels must be integers in [0, {n_outputs}), "
                         f"got dtype {y.dtype} with non-integer values"
                     )
-            if y.size and (np.minimum.reduce(y) < 0 or np.maximum.reduce(y) >= n_outputs):
+            if y.size and not _labels_in_range(y, n_outputs):
                 bad = y[(y < 0) | (y >= n_outputs)][0].item()
                 raise ValueError(
                     f"{where}: label {bad!r} out of range for a model with {n_outputs} outputs "
@@ -75,6 +76,12 @@ class CrossEntropyLoss(Loss):
 
 
 SoftmaxCrossEntropyLoss = CrossEntropyLoss
+
+
+def _labels_in_range(y: np.ndarray, n: int) -> bool:
+    """All of the (non-empty, NaN-free) labels ``y`` lie in ``[0, n)``: two elements looked up
+    with argmin/argmax (no ufunc reduction: see :func:`nnjit.data.loader.all_finite`)."""
+    return y.item(y.argmin()) >= 0 and y.item(y.argmax()) < n
 
 
 class MSELoss(Loss):

@@ -27,7 +27,8 @@ class Regularizer:
         self.coef = coef
 
     def spans(self, param_spans: dict[str, tuple[int, int]]) -> np.ndarray:
-        """``[offset, length]`` rows of the penalised parameters in the parameter block."""
+        """``[offset, length]`` rows of the penalised parameters in the parameter block
+        (int64, C-contiguous: passed to compiled code as is)."""
         rows = [
             span for name, span in param_spans.items()
             if not (self.weights_only and name.rsplit(".", 1)[-1] == "bias")

@@ -38,37 +38,41 @@ def layout(slots, dtype) -> tuple[np.ndarray, int, int, int]:
         ValueError: if a parameter slot comes after a non-parameter slot.
     """
     align = max(1, ALIGN_BYTES // np.dtype(dtype).itemsize)
-    table = [None] * len(slots)
+    n = len(slots)
+    table = [0] * (4 * n)  # flat, converted in one go (this runs on every trace)
     offset = 0
     n_params = 0
     params_done = False
-    order = [i for i, spec in enumerate(slots) if not spec.constant]
     constants = [i for i, spec in enumerate(slots) if spec.constant]
+    order = ([i for i, spec in enumerate(slots) if not spec.constant] + constants if constants
+             else range(n))
     grad_size = None
-    for i in order + constants:
-        spec = slots[i]
+    for j in order:
+        spec = slots[j]
         if spec.constant and grad_size is None:
             grad_size = offset
-        if spec.param and params_done:
-            raise ValueError(f"parameter slot '{spec.name}' laid out after activations")
-        if not spec.param and not params_done:
+        if spec.param:
+            if params_done:
+                raise ValueError(f"parameter slot '{spec.name}' laid out after activations")
+        elif not params_done:
             params_done = True
             n_params = offset
             offset = (offset + align - 1) // align * align
-        table[i] = ((
+        edges = spec.edges
+        table[4 * j : 4 * j + 4] = (
             offset,
             spec.rows,
             spec.cols,
             (SLOT_BATCH if spec.batch else 0)
             | (SLOT_PARAM if spec.param else 0)
             | (SLOT_GRAD if spec.requires_grad else 0)
-            | (EDGE_FLAGS[spec.edges] if 0 <= spec.edges < len(EDGE_FLAGS) else 0),
-        ))
+            | (EDGE_FLAGS[edges] if 0 <= edges < len(EDGE_FLAGS) else 0),
+        )
         size = spec.rows * spec.cols
         # Parameters are packed back to back: the optimizer streams over them as one vector.
         offset += size if spec.param else (size + align - 1) // align * align
     if not params_done:
         n_params = offset
     grad_size = offset if grad_size is None else grad_size
-    return (np.array(table, dtype=np.int64).reshape(len(slots), 4), max(offset, 1), n_params,
+    return (np.array(table, dtype=np.int64).reshape(n, 4), max(offset, 1), n_params,
             max(grad_size, 1))

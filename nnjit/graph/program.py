@@ -15,6 +15,12 @@ from nnjit.kernels.rng import seed_state
 
 _NO_BATCH_LOG = np.zeros((0, len(it.BATCH_COLUMNS)), dtype=np.float64)
 
+# Program writes its layout vector as one list in this order.
+_LAYOUT_ORDER = (it.L_INPUT, it.L_TARGET, it.L_OUTPUT, it.L_LOSS_OP, it.L_N_PARAMS, it.L_SCRATCH,
+                 it.L_MAX_BATCH)
+if _LAYOUT_ORDER != tuple(range(it.LAYOUT_WIDTH)):
+    raise ImportError("nnjit.graph.program: the layout vector no longer matches the L_* fields")
+
 
 class Program:
     """Records, slot table and arenas of one traced model.
@@ -26,47 +32,62 @@ class Program:
     def __init__(
         self, tape: Tape, input: Tensor, target: Tensor, output: Tensor, loss: Tensor, seed: int = 0
     ):
-        tape.mark_gradient_writers()
         self.tape = tape
-        self.nodes = tape.nodes
+        nodes = self.nodes = tape.nodes
         self.dtype = tape.dtype
         self.max_batch = tape.max_batch
         self.python_ops = tape.python_ops
-        loss_ops = [i for i, n in enumerate(tape.nodes) if n.out == loss.slot]
-        if len(loss_ops) != 1 or loss_ops[0] != len(tape.nodes) - 1:
+        self.records = tape.records()  # also marks which backward writes overwrite
+        # One pass over the ops: the loss op, graph ops, and the scratch that dense ops need
+        # (backward passes accumulating into a shared weight's gradient, and the transposed
+        # forward product of batches of at most TRANSPOSED_MAX_ROWS rows, nnjit.kernels.dense).
+        loss_ops = []
+        has_graph_ops = need_loops = False
+        scratch = 1
+        slots = tape.slots
+        for i, n in enumerate(nodes):
+            opcode = n.opcode
+            if n.out == loss.slot:
+                loss_ops.append(i)
+            if opcode == Opcode.DENSE:
+                out = slots[n.out]
+                if out.rows <= TRANSPOSED_MAX_ROWS:
+                    scratch = max(scratch, out.size)
+                for slot, acc in zip(n.inputs[:2], n.accumulate[:2]):
+                    if acc:
+                        scratch = max(scratch, slots[slot].size)
+            elif opcode in GRAPH_OPCODES:
+                has_graph_ops = True
+                need_loops = need_loops or n.aux[0] == GRAPH_LOOPS
+        if len(loss_ops) != 1 or loss_ops[0] != len(nodes) - 1:
             raise ValueError("the loss must be the last op recorded on the tape")
         self.loss_op = loss_ops[0]
-        self.loss_opcode = tape.nodes[self.loss_op].opcode
+        self.loss_opcode = nodes[self.loss_op].opcode
         self.input_slot, self.target_slot, self.output_slot = input.slot, target.slot, output.slot
-        scratch = _scratch_size(tape)
-        tape.slots.append(SlotSpec(scratch, 1, name="scratch"))
-        self.records = tape.records()
-        self.slots, size, self.n_params, grad_size = layout(tape.slots, self.dtype)
+        slots.append(SlotSpec(scratch, 1, name="scratch"))
+        self.slots, size, self.n_params, grad_size = layout(slots, self.dtype)
         self.values = np.zeros(size, dtype=self.dtype)
         self.grads = np.zeros(grad_size, dtype=self.dtype)  # constants (laid out last) have none
         self.hyper = np.array(tape.hyper + [0.0], dtype=np.float64)
-        fields = {
-            it.L_INPUT: input.slot,
-            it.L_TARGET: target.slot,
-            it.L_OUTPUT: output.slot,
-            it.L_LOSS_OP: self.loss_op,
-            it.L_N_PARAMS: self.n_params,
-            it.L_SCRATCH: len(tape.slots) - 1,
-            it.L_MAX_BATCH: self.max_batch,
-        }
-        self.layout = np.array([fields[k] for k in range(it.LAYOUT_WIDTH)], dtype=np.int64)
+        self.layout = np.array([  # in L_* order (see _LAYOUT_ORDER)
+            input.slot,  # L_INPUT
+            target.slot,  # L_TARGET
+            output.slot,  # L_OUTPUT
+            self.loss_op,  # L_LOSS_OP
+            self.n_params,  # L_N_PARAMS
+            len(slots) - 1,  # L_SCRATCH
+            self.max_batch,  # L_MAX_BATCH
+        ], dtype=np.int64)
         self.current_rows = self.max_batch
         self.rng = seed_state(seed)
-        self.param_slots = dict(tape.param_slots)
+        self.param_slots = tape.param_slots  # (frozen: the tape records nothing once laid out)
         self.graph = tape.graph
-        has_graph_ops = any(n.opcode in GRAPH_OPCODES for n in tape.nodes)
         if has_graph_ops and tape.graph is None:
             raise ValueError("graph ops were recorded without a graph (trace the model with one)")
         self.gdata = tape.graph.gdata if tape.graph is not None else no_graph()
         if has_graph_ops:  # sampled batches build the self-loop CSR only when it is read
             self.gdata[G_WEIGHTS_READY] = 0  # a new arena: edge weights not computed yet
-            self.gdata[G_NEED_LOOPS] = any(n.opcode in GRAPH_OPCODES and n.aux[0] == GRAPH_LOOPS
-                                           for n in tape.nodes)
+            self.gdata[G_NEED_LOOPS] = need_loops
         self._execute = it.execute_graph if has_graph_ops else it.execute
         for slot, init in tape.constants.items():  # data the ops read: sparse feature values
             off, rows, cols = (int(v) for v in self.slots[slot, [S_OFFSET, S_ROWS, S_COLS]])
@@ -154,20 +175,3 @@ class Program:
                     self.view(slot, grad=True)[...] = 0
             op.backward()
             state[it.ST_CURSOR] = index - 1
-
-
-def _scratch_size(tape: Tape) -> int:
-    """Elements of scratch needed by dense backward passes that must accumulate (shared weights)
-    and by the transposed forward product of small batches (:mod:`nnjit.kernels.dense`).
-
-    Needs :meth:`Tape.mark_gradient_writers` to have run."""
-    size = 1
-    for node in tape.nodes:
-        if node.opcode == Opcode.DENSE:
-            out = tape.slots[node.out]
-            if out.rows <= TRANSPOSED_MAX_ROWS:
-                size = max(size, out.size)
-            for slot, acc in zip(node.inputs[:2], node.accumulate[:2]):
-                if acc:
-                    size = max(size, tape.slots[slot].size)
-    return size

@@ -34,7 +34,7 @@ class BatchDim(int):
         return f"batch({int(self)})"
 
 
-@dataclass
+@dataclass(slots=True)
 class SlotSpec:
     """Shape and role of one arena slot, before layout."""
 
@@ -52,7 +52,7 @@ class SlotSpec:
         return self.rows * self.cols
 
 
-@dataclass
+@dataclass(slots=True)
 class Node:
     """One recorded op (the Python side of a record)."""
 
@@ -194,7 +194,8 @@ class Tape:
     def parameter(self, param, name: str) -> Tensor:
         """The slot holding ``param`` (a :class:`nnjit.nn.Parameter`), created on first use."""
         key = id(param)
-        if key not in self._param_ids:
+        slot = self._param_ids.get(key)
+        if slot is None:
             if len(self._param_ids) != len(self.slots):  # some slot is not a parameter
                 raise RuntimeError(
                     f"parameter '{name}' was first used during forward; register every parameter "
@@ -204,7 +205,24 @@ class Tape:
             t = self._new_slot(SlotSpec(rows, cols, param=True, requires_grad=True, name=name))
             self._param_ids[key] = t.slot
             self.param_slots[name] = t.slot
-        return Tensor(self, self._param_ids[key])
+            return t
+        return Tensor(self, slot)
+
+    def parameters(self, named) -> None:
+        """Lay out the ``(dotted_name, Parameter)`` pairs ``named`` in order, first on the tape
+        (as :meth:`parameter` does one at a time; a trace lays out all of them up front)."""
+        if self.program is not None:
+            raise RuntimeError("this tape is already compiled; record a new one")
+        slots, ids, by_name = self.slots, self._param_ids, self.param_slots
+        if len(ids) != len(slots):
+            raise RuntimeError("parameters must be laid out before any other slot")
+        for name, param in named:
+            key = id(param)
+            if key not in ids:
+                data = param.data
+                rows, cols = data.shape if data.ndim == 2 else (1, data.size)
+                ids[key] = by_name[name] = len(slots)
+                slots.append(SlotSpec(rows, cols, param=True, requires_grad=True, name=name))
 
     def input(self, cols: int, name: str = "input") -> Tensor:
         """A batch-sized data slot (no gradient)."""
@@ -251,45 +269,46 @@ class Tape:
         slots = self.slots
         differentiable = SPECS[opcode].differentiable
         needs_grad = []
+        in_slots = []
         for t in inputs:
             if t is None:  # an optional input left out (e.g. no edge weights): slot -1
                 needs_grad.append(False)
+                in_slots.append(-1)
                 continue
             if t.tape is not self:
                 raise ValueError(f"{opcode.name}: input {t} belongs to another tape")
             needs_grad.append(differentiable and slots[t.slot].requires_grad)
+            in_slots.append(t.slot)
         for t in extra_inputs:
             if t.tape is not self:
                 raise ValueError(f"{opcode.name}: input {t} belongs to another tape")
             needs_grad.append(False)
+            in_slots.append(t.slot)
         if out_requires_grad is None:
             out_requires_grad = any(needs_grad)
-        batch = isinstance(out_rows, BatchDim)
         if out_edges is None:  # an op over an edge slot's rows (activation, dropout) keeps them
-            out_edges = next((slots[t.slot].edges for t in inputs if t is not None
-                              and slots[t.slot].edges >= 0 and slots[t.slot].rows == out_rows),
-                             -1)
+            out_edges = -1
+            for t in inputs:
+                if t is not None:
+                    spec = slots[t.slot]
+                    if spec.edges >= 0 and spec.rows == out_rows:
+                        out_edges = spec.edges
+                        break
         owner = self.owners[-1] if self.owners else ""
         op_name = _OP_NAMES[opcode]
         out = self._new_slot(
-            SlotSpec(int(out_rows), int(out_cols), batch=batch, requires_grad=out_requires_grad,
-                     name=f"{owner or op_name}.{op_name}", edges=out_edges)
+            SlotSpec(int(out_rows), int(out_cols), isinstance(out_rows, BatchDim), False,
+                     out_requires_grad, f"{owner or op_name}.{op_name}", out_edges)
         )
         aux_values = []
         for h in hyper:
             self.hyper.append(float(h))
             aux_values.append(len(self.hyper) - 1)
-        aux_values.extend(int(a) for a in aux)
-        aux_values += [-1] * (3 - len(aux_values))
-        node = Node(
-            opcode=opcode,
-            inputs=[-1 if t is None else t.slot for t in inputs] + [t.slot for t in extra_inputs],
-            out=out.slot,
-            aux=aux_values,
-            owner=owner,
-            needs_grad=needs_grad,
-        )
-        self.nodes.append(node)
+        for a in aux:
+            aux_values.append(int(a))
+        while len(aux_values) < 3:
+            aux_values.append(-1)
+        self.nodes.append(Node(opcode, in_slots, out.slot, aux_values, owner, None, needs_grad, []))
         return out
 
     def binary(self, opcode: Opcode, a: Tensor, b: Tensor) -> Tensor:
@@ -341,31 +360,37 @@ class Tape:
         self.nodes.append(node)
 
     # -- finishing -----------------------------------------------------------------------------
-    def mark_gradient_writers(self) -> None:
-        """Decide, for each op input needing a gradient, whether its backward overwrites or adds.
+    def records(self) -> np.ndarray:
+        """Decide the gradient writers and return the int32 record table
+        ``[opcode, in0, in1, in2, out, aux0, aux1, aux2, grad_flags]``, one row per op.
 
         Walking the ops in reverse (backward) order, the first op to write a slot's gradient
-        overwrites it; later ones accumulate. Parameters follow the same rule, so neither
-        activation nor parameter gradients ever need zeroing.
+        overwrites it; later ones accumulate (``node.accumulate``). Parameters follow the same
+        rule, so neither activation nor parameter gradients ever need zeroing. (One pass does
+        both: this runs on every trace.)
         """
         written: set[int] = set()
+        rows = []  # flat, last op first
         for node in reversed(self.nodes):
-            node.accumulate = []
-            for slot, needs in zip(node.inputs, node.needs_grad + [False] * 3):
-                node.accumulate.append(needs and slot in written)
+            accumulate = []
+            flags = 0
+            needs_grad = node.needs_grad
+            for k, slot in enumerate(node.inputs):
+                needs = k < len(needs_grad) and needs_grad[k]
+                acc = needs and slot in written
+                accumulate.append(acc)
                 if needs:
                     written.add(slot)
-
-    def records(self) -> np.ndarray:
-        """The int32 record table ``[opcode, in0, in1, in2, out, aux0, aux1, aux2, grad_flags]``."""
-        rows = []
-        for node in self.nodes:
-            flags = 0
-            for k, (needs, acc) in enumerate(zip(node.needs_grad[:3], node.accumulate[:3])):
-                flags |= (NEEDS_GRAD[k] if needs else 0) | (ACCUMULATE[k] if acc else 0)
-            ins = (node.inputs + [-1, -1, -1])[:3]
-            rows.append([int(node.opcode), *ins, node.out, *node.aux, flags])
-        return np.array(rows, dtype=np.int32).reshape(len(rows), RECORD_WIDTH)
+                    if k < 3:
+                        flags |= NEEDS_GRAD[k] | (ACCUMULATE[k] if acc else 0)
+            node.accumulate = accumulate
+            ins = node.inputs
+            n_in = len(ins)
+            aux = node.aux
+            rows += (flags, aux[2], aux[1], aux[0], node.out, ins[2] if n_in > 2 else -1,
+                     ins[1] if n_in > 1 else -1, ins[0] if n_in > 0 else -1, int(node.opcode))
+        rows.reverse()  # first op first, each row in column order
+        return np.array(rows, dtype=np.int32).reshape(len(self.nodes), RECORD_WIDTH)
 
     def program_view(self, slot: int, grad: bool) -> np.ndarray:
         if self.program is None:

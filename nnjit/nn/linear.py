@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from nnjit.config import DEFAULT_DTYPE
+from nnjit.graph.edges import SparseFeatures
 from nnjit.graph.tape import Tensor
 from nnjit.nn.module import Module
 from nnjit.nn.parameter import Parameter
@@ -55,9 +56,7 @@ class Linear(Module):
         self.bias = Parameter(b.astype(DEFAULT_DTYPE)) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        from nnjit.graph.edges import SparseFeatures
-
-        if isinstance(x, SparseFeatures):  # a graph's bag-of-words features: X @ W.T + b
+        if type(x) is not Tensor and isinstance(x, SparseFeatures):  # a graph's bag-of-words features: X @ W.T + b
             if x.cols != self.in_features:
                 raise ValueError(f"Linear '{self._path or 'Linear'}': expected input with "
                                  f"{self.in_features} features, got sparse features of shape "
@@ -73,9 +72,10 @@ class Linear(Module):
 
     def tensors(self, tape) -> tuple[Tensor, Tensor | None]:
         """The (weight, bias) slots on ``tape`` (bias None when the layer has none)."""
-        w = tape.parameter(self.weight, self._param_name("weight"))
-        b = tape.parameter(self.bias, self._param_name("bias")) if self.bias is not None else None
-        return w, b
+        params = self._parameters  # (self.weight would go through Module.__getattr__)
+        w = tape.parameter(params["weight"], self._param_name("weight"))
+        bias = params.get("bias")
+        return w, (tape.parameter(bias, self._param_name("bias")) if bias is not None else None)
 
     def _param_name(self, name: str) -> str:
         return f"{self._path}.{name}" if self._path else name

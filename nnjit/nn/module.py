@@ -119,17 +119,7 @@ class Module:
     def named_modules(self, prefix: str = "", memo: set | None = None) -> Iterator[tuple[str, Module]]:
         """Yield ``(dotted_path, module)`` for this module and all descendants, each once."""
         self._check_init()
-        memo = set() if memo is None else memo
-        stack = [(prefix, self)]
-        while stack:  # depth-first, children in registration order
-            path, module = stack.pop()
-            if id(module) in memo:
-                continue
-            memo.add(id(module))
-            yield path, module
-            children = [(f"{path}.{name}" if path else name, child)
-                        for name, child in module._modules.items()]
-            stack.extend(reversed(children))
+        yield from walk_modules(self, prefix, memo)
 
     def modules(self) -> Iterator[Module]:
         for _, m in self.named_modules():
@@ -178,7 +168,10 @@ class Module:
             tape = current_tape()
         if tape is None and args and isinstance(args[0], Symbolic):
             tape = args[0].tape
-        if tape is None or not all(isinstance(a, Symbolic) for a in args):
+        symbolic = tape is not None
+        for a in args:  # (a loop: all() over a generator costs a generator per call)
+            symbolic = symbolic and isinstance(a, Symbolic)
+        if not symbolic:
             self._check_init()
             raise TypeError(
                 f"{type(self).__name__} is called on symbolic tensors while a trainer traces "
@@ -242,6 +235,28 @@ class Module:
         if not lines:
             return head + ")"
         return head + "\n" + "\n".join(lines) + "\n)"
+
+
+def walk_modules(root: Module, prefix: str = "", memo: set | None = None) -> list:
+    """``[(dotted_path, module)]`` for ``root`` and all its descendants, each once, depth-first
+    with children in registration order (:meth:`Module.named_modules` as a list; a trainer
+    walks the model once per trace)."""
+    memo = set() if memo is None else memo
+    out = []
+    stack = [(prefix, root)]
+    while stack:
+        path, module = stack.pop()
+        if id(module) in memo:
+            continue
+        memo.add(id(module))
+        out.append((path, module))
+        children = module._modules
+        if children:
+            names = list(children)
+            names.reverse()
+            for name in names:
+                stack.append((f"{path}.{name}" if path else name, children[name]))
+    return out
 
 
 def _check_name(module: Module, name, kind: str) -> None:

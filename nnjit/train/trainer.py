@@ -20,7 +20,7 @@ from nnjit.graph.program import Program
 from nnjit.graph.tape import Tape, Tensor
 from nnjit.kernels import loss as kl
 from nnjit.losses import CrossEntropyLoss, Loss, get_loss
-from nnjit.nn.module import Module
+from nnjit.nn.module import Module, walk_modules
 from nnjit.optim import Optimizer, get_optimizer
 from nnjit.optim.adam import Adam
 from nnjit.random import next_seed
@@ -38,6 +38,14 @@ MONITORS = {
     "val_accuracy": it.MONITOR_VAL_ACCURACY,
     "train_loss": it.MONITOR_TRAIN_LOSS,
 }
+
+# fit() writes the config row as one tuple in this order.
+_CONFIG_ORDER = (it.C_BATCH, it.C_EVAL_BATCH, it.C_SHUFFLE, it.C_DROP_LAST, it.C_TOL, it.C_PATIENCE,
+                 it.C_MONITOR, it.C_RESTORE_BEST, it.C_EPOCHS, it.C_CHUNK, it.C_OPT_KIND,
+                 it.C_REG_COEF, it.C_REG_PER_BATCH, it.C_CLIP_NORM, it.C_ACCUM_STEPS, it.C_PLATEAU,
+                 it.C_DENSE_MODE)
+if _CONFIG_ORDER != tuple(range(it.CONFIG_WIDTH)):
+    raise ImportError("nnjit.train.trainer: fit()'s config row no longer matches the C_* fields")
 
 
 class Trainer:
@@ -101,17 +109,16 @@ class Trainer:
     # -- compilation -----------------------------------------------------------------------------
     def _trace(self, n_features: int, max_batch: int):
         tape = Tape(self.dtype, self._graph.max_rows if self._graph is not None else max_batch)
-        self._modules = list(self.model.named_modules())  # traversed once per trace
-        self._named_params = []
+        self._modules = walk_modules(self.model)  # traversed once per trace
+        self._named_params = named = []
         seen = set()
         for path, module in self._modules:
-            object.__setattr__(module, "_path", path)
+            module.__dict__["_path"] = path
             for name, p in module._parameters.items():  # as Module.named_parameters()
                 if id(p) not in seen:
                     seen.add(id(p))
-                    self._named_params.append((f"{path}.{name}" if path else name, p))
-        for name, p in self._named_params:
-            tape.parameter(p, name)
+                    named.append((f"{path}.{name}" if path else name, p))
+        tape.parameters(named)
         if self._graph is not None:
             from nnjit.graph.edges import graph_inputs
 
@@ -188,10 +195,12 @@ class Trainer:
             self.param_spans[name] = (off, rows * cols)
         self.optimizer.build(program.n_params, self.dtype)
         self._best = np.empty(program.n_params, dtype=self.dtype)
-        spans = self.regularizer.spans(self.param_spans) if self.regularizer else np.zeros((0, 2))
-        self._reg_spans = np.ascontiguousarray(spans, dtype=np.int64)
+        spans = self.regularizer.spans(self.param_spans) if self.regularizer else _NO_SPANS
+        if spans.dtype != np.int64 or not spans.flags.c_contiguous:  # (a custom regularizer)
+            spans = np.ascontiguousarray(spans, dtype=np.int64)
+        self._reg_spans = spans
         self.program = program
-        self.model._trainer = self
+        self.model.__dict__["_trainer"] = self  # (as Module.__setattr__ would store it)
 
     # -- data ------------------------------------------------------------------------------------
     @staticmethod
@@ -220,15 +229,17 @@ class Trainer:
 
     def _use_graph(self, loader) -> None:
         """Trace graph models for ``loader`` (FullBatch, NeighborLoader), or not (other data)."""
-        from nnjit.graph.edges import GraphStructure
-
         if isinstance(loader, NeighborLoader):
+            from nnjit.graph.edges import GraphStructure
+
             key = (loader.graph, tuple(loader.num_neighbors), loader.batch_size)
             if key != self._graph_of:
                 self._graph = GraphStructure.sampled_from(loader.graph, loader.num_neighbors,
                                                           loader.batch_size)
                 self._graph_of = key
         elif isinstance(loader, FullBatch):
+            from nnjit.graph.edges import GraphStructure
+
             graph = loader.graph
             if graph is not self._graph_of:
                 self._graph = GraphStructure(graph.edge_index, graph.num_nodes,
@@ -369,7 +380,7 @@ class Trainer:
 
             if ProgressBar.default_enabled():  # a terminal: one bar over the epochs
                 callbacks.append(ProgressBar())
-        callbacks = CallbackList(callbacks)
+        callbacks = CallbackList(callbacks) if callbacks else _NO_CALLBACKS
         if grad_clip_norm is not None and not (math.isfinite(grad_clip_norm)
                                                and grad_clip_norm > 0):
             raise ValueError(f"fit: grad_clip_norm must be a number > 0 or None, "
@@ -405,45 +416,51 @@ class Trainer:
         else:
             Xv, Yv = self._empty(X.shape[1]), self._empty(Y.shape[1])
 
-        cfg = self._cfg
-        cfg[it.C_BATCH] = train.batch_size
-        # sampled graph batches: the buffers hold the subgraph of at most batch_size seeds
-        cfg[it.C_EVAL_BATCH] = train.batch_size if self._graph_sampled else program.max_batch
-        cfg[it.C_SHUFFLE] = train.shuffle
-        cfg[it.C_DROP_LAST] = train.drop_last
-        cfg[it.C_TOL] = tol
-        cfg[it.C_PATIENCE] = patience
-        cfg[it.C_MONITOR] = MONITORS[monitor]
-        cfg[it.C_RESTORE_BEST] = bool(restore_best)
-        cfg[it.C_EPOCHS] = epochs
         per_epoch = bool(callbacks) or verbose == 2
         # Without Python between epochs, a verbose fit runs its single compiled call in a worker
         # thread; the main thread draws the progress and turns Ctrl-C into a stop request.
         threaded = bool(verbose) and not per_epoch and _in_main_thread()
-        cfg[it.C_CHUNK] = 1 if per_epoch else 0
-        cfg[it.C_OPT_KIND] = self.optimizer.kind
-        cfg[it.C_REG_COEF] = self.regularizer.coef if self.regularizer else 0.0
-        cfg[it.C_REG_PER_BATCH] = bool(self.regularizer and self.regularizer.per_batch)
-        cfg[it.C_CLIP_NORM] = grad_clip_norm or 0.0
-        cfg[it.C_ACCUM_STEPS] = accumulation_steps
         steps_per_epoch = -(-len(train) // accumulation_steps)
         lr_table, plateau = self._schedule(scheduler, monitor, schedule_epochs or epochs,
                                            steps_per_epoch)
-        cfg[it.C_PLATEAU] = plateau.size > 0
+        reg = self.regularizer
+        cfg = self._cfg
+        cfg[:] = (  # the whole row in one assignment, in C_* order (see _CONFIG_ORDER)
+            train.batch_size,  # C_BATCH
+            # C_EVAL_BATCH; sampled graph batches: the buffers hold the subgraph of at most
+            # batch_size seeds
+            train.batch_size if self._graph_sampled else program.max_batch,
+            train.shuffle,  # C_SHUFFLE
+            train.drop_last,  # C_DROP_LAST
+            tol,  # C_TOL
+            patience,  # C_PATIENCE
+            MONITORS[monitor],  # C_MONITOR
+            bool(restore_best),  # C_RESTORE_BEST
+            epochs,  # C_EPOCHS
+            1 if per_epoch else 0,  # C_CHUNK
+            self.optimizer.kind,  # C_OPT_KIND
+            reg.coef if reg else 0.0,  # C_REG_COEF
+            bool(reg and reg.per_batch),  # C_REG_PER_BATCH
+            grad_clip_norm or 0.0,  # C_CLIP_NORM
+            accumulation_steps,  # C_ACCUM_STEPS
+            plateau.size > 0,  # C_PLATEAU
+            cfg[it.C_DENSE_MODE],  # C_DENSE_MODE (set once, in __init__)
+        )
 
         saved = None
         if initial_epoch:  # taken before the state is reset
             saved = self._resume if self._resume is not None else (
                 {"fit": self.fit_state(), "callbacks": self.callback_states()})
+        row = [0.0] * it.STATE_WIDTH  # built as a list: one assignment instead of eight
+        row[it.ST_STEP] = self.optimizer.iterations
+        row[it.ST_BEST] = -math.inf if monitor == "val_accuracy" else math.inf
+        row[it.ST_BEST_EPOCH] = -1
+        row[it.ST_JOB] = -1
+        row[it.ST_LR] = self.optimizer.lr
+        row[it.ST_EPOCH] = initial_epoch
+        row[it.ST_FIT_STEP] = initial_epoch * steps_per_epoch
         state = self._state
-        state[:] = 0.0
-        state[it.ST_STEP] = self.optimizer.iterations
-        state[it.ST_BEST] = -np.inf if monitor == "val_accuracy" else np.inf
-        state[it.ST_BEST_EPOCH] = -1
-        state[it.ST_JOB] = -1
-        state[it.ST_LR] = self.optimizer.lr
-        state[it.ST_EPOCH] = initial_epoch
-        state[it.ST_FIT_STEP] = initial_epoch * steps_per_epoch
+        state[:] = row
         self._plateau, self._monitor_code = plateau, MONITORS[monitor]
         carried = self._carry_fit_state(initial_epoch, plateau, saved) if initial_epoch else None
         self._fit_start = self.initial_epoch_ = initial_epoch
@@ -458,7 +475,7 @@ class Trainer:
         perm = self._perm
         opt_hyper = self.optimizer.hyper_vector()
 
-        stop = _StopRequest(state)
+        stop = _StopRequest(state) if per_epoch or threaded else None  # (the plain call: none)
 
         def on_epoch():
             self.optimizer.iterations = int(state[it.ST_STEP])  # checkpoints see the real count
@@ -515,11 +532,12 @@ class Trainer:
         finally:
             self.optimizer.iterations = int(state[it.ST_STEP])
             self._set_training(False)
-            if stop.requested and state[it.ST_STOPPED] == _STOP_REQUESTED:
+            requested = stop is not None and stop.requested
+            if requested and state[it.ST_STOPPED] == _STOP_REQUESTED:
                 state[it.ST_STOPPED] = 0.0  # a Ctrl-C is not early stopping: a resume goes on
             self.history_ = self._history_frame(history, state, monitor)
             self._batch_frame(state)
-        interrupted = interrupted or stop.requested
+        interrupted = interrupted or requested
         if status == st.PAUSED or interrupted:  # stopped early: apply the best-weights rule
             it._restore_best(cfg, state, program.params, self._best)
             self.history_.attrs["restored_best"] = bool(state[it.ST_RESTORED])
@@ -674,15 +692,16 @@ class Trainer:
         """The history of this fit's epochs so far, a DataFrame built on first use (see
         :mod:`nnjit.train.history`); ``history`` rows up to the last epoch must not change."""
         start = self._fit_start
-        end = max(int(state[it.ST_EPOCH]), start)
-        best = int(state[it.ST_BEST_EPOCH])
+        row = state.tolist()  # Python floats: one call instead of four NumPy scalars
+        end = max(int(row[it.ST_EPOCH]), start)
+        best = int(row[it.ST_BEST_EPOCH])
         attrs = {
             "monitor": monitor,
             "best_epoch": best + 1 if best >= 0 else None,  # absolute, 1-based
-            "best_value": float(state[it.ST_BEST]) if best >= 0 else None,
-            "restored_best": bool(state[it.ST_RESTORED]),
+            "best_value": row[it.ST_BEST] if best >= 0 else None,
+            "restored_best": bool(row[it.ST_RESTORED]),
             "stop_reason": ("early stopping: " + monitor + " did not improve")
-            if state[it.ST_STOPPED] else "reached the epoch limit",
+            if row[it.ST_STOPPED] else "reached the epoch limit",
         }
         return history_frame(history[start:end], self.loss.is_classification, attrs)
 
@@ -961,6 +980,8 @@ def _callback_keys(callbacks):
 # Empty arrays passed where the compiled loop expects an array that is not used (never written:
 # they have no elements), shared so a fit does not allocate them.
 _NONE = np.zeros(0, dtype=np.float64)
+_NO_CALLBACKS = CallbackList()  # a fit without callbacks (never changed)
+_NO_SPANS = np.zeros((0, 2), dtype=np.int64)  # no regularizer: no penalised spans
 _EMPTIES: dict = {}
 
 
