@@ -421,10 +421,21 @@ def environment_info(**extra) -> dict:
         "cpu_count": os.cpu_count(),
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "git_revision": git_revision(),
-        "openblas_env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")},
+        "openblas_env": openblas_environment(),
     }
     info.update(extra)
     return info
+
+
+def openblas_environment() -> dict:
+    """The OpenBLAS variables as the process started (one nnjit sets itself is reported apart)."""
+    env = {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    threads = sys.modules.get("nnjit.train.threads")
+    by_nnjit = getattr(threads, "CORETYPE_SET_BY_NNJIT", None)
+    if by_nnjit is not None and env["OPENBLAS_CORETYPE"] == by_nnjit:
+        env["OPENBLAS_CORETYPE"] = None
+        env["OPENBLAS_CORETYPE set by nnjit"] = by_nnjit
+    return env
 
 
 def blas_kernel_warning() -> str | None:
