@@ -35,9 +35,10 @@ QUICK_FALLBACK = {"core": ["--cold-runs", "1", "--warm-runs", "1", "--epochs", "
 OPENBLAS_PINS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 
 #: Lighter settings inside the full suite, which must stay under 10 minutes on a quiet machine
-#: (2026-11-30: core 55 s, seed_table 184 s, scale 46 s, memory 57 s, gnn 83 s, gnn_sampled
-#: 25 s). ``benchmarks.parallel`` calibrates the prange thresholds: its own default (9 repeats,
-#: compile processes, the two-thread section) takes ~6.5 minutes; in the suite ~1.5 minutes.
+#: (2026-11-30, --native-blas: core 54 s, seed_table 204 s, scale 42 s, memory 37 s, parallel
+#: 94 s, gnn 79 s, gnn_sampled 23 s; 534 s in all). ``benchmarks.parallel`` calibrates the
+#: prange thresholds: its own default (9 repeats, compile processes, the two-thread section)
+#: takes ~6.5 minutes; in the suite ~1.5 minutes.
 SUITE_ARGS = {"parallel": ["--repeats", "5", "--compile-runs", "0", "--no-threads"]}
 
 
