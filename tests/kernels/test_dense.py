@@ -88,3 +88,38 @@ def test_narrow_path_uses_only_the_batch_rows_of_an_arena_view():
     y = np.empty((8, 3), dtype=np.float32)
     _forward(arena[: x.size].reshape(8, 16), w, b, y, True, kd.MODE_AVX2)
     np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(1, 40), inner=st.sampled_from([1, 4, 8, 17, 130]),
+       cols=st.sampled_from([1, 3, 10, 11, 40]), accumulate=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.float64]))
+def test_dense_backward_weight_any_shape(rows, inner, cols, accumulate, dtype):
+    """dW = dy.T @ x, written or accumulated (through scratch), agrees with NumPy."""
+    rng = np.random.default_rng(rows * 1000 + inner * 50 + cols)
+    dy = rng.normal(size=(rows, cols)).astype(dtype)
+    x = rng.normal(size=(rows, inner)).astype(dtype)
+    start = rng.normal(size=(cols, inner)).astype(dtype)
+    dw = start.copy()
+    kd.dense_backward_weight(dy, x, dw, np.empty_like(dw), accumulate)
+    want = dy.astype(np.float64).T @ x.astype(np.float64) + (start if accumulate else 0.0)
+    tol = dict(rtol=1e-5, atol=1e-5 * rows) if dtype == np.float32 else dict(rtol=1e-12,
+                                                                             atol=1e-12)
+    np.testing.assert_allclose(dw, want, **tol)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=st.integers(1, 40), inner=st.sampled_from([1, 4, 17, 130]),
+       cols=st.sampled_from([1, 3, 11, 40]), accumulate=st.booleans())
+def test_dense_backward_input_and_bias_any_shape(rows, inner, cols, accumulate):
+    rng = np.random.default_rng(rows * 1000 + inner * 50 + cols)
+    dy = rng.normal(size=(rows, cols))
+    w = rng.normal(size=(cols, inner))
+    dx0 = rng.normal(size=(rows, inner))
+    db0 = rng.normal(size=cols)
+    dx, db = dx0.copy(), db0.copy()
+    kd.dense_backward_input(dy, w, dx, np.empty_like(dx), accumulate)
+    kd.dense_backward_bias(dy, db, accumulate)
+    np.testing.assert_allclose(dx, dy @ w + (dx0 if accumulate else 0.0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(db, dy.sum(axis=0) + (db0 if accumulate else 0.0), rtol=1e-12,
+                               atol=1e-12)
