@@ -503,19 +503,24 @@ def per_dataset_summary(combos: dict) -> dict:
     return out
 
 
-def _load_other(name: str) -> dict | None:
+def _load_other(name: str, beside=None) -> dict | None:
+    """Another benchmark's JSON: ``<name>.json`` next to ``beside`` (this run's output, e.g. the
+    suite's --out-dir) if it is there, else in benchmarks/results/."""
     import json
 
-    path = RESULTS_DIR / f"{name}.json"
-    if not path.exists():
-        return None
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    places = ([Path(beside).parent] if beside is not None and Path(beside).suffix == ".json"
+              else []) + [RESULTS_DIR]
+    for folder in places:
+        path = folder / f"{name}.json"
+        if path.exists():
+            try:
+                return json.loads(path.read_text())
+            except (OSError, ValueError):
+                return None
+    return None
 
 
-def evaluate_targets(res: dict) -> list[dict]:
+def evaluate_targets(res: dict, beside=None) -> list[dict]:
     """One row per target of the issue: measured value and PASS / MISS (or INFO / not run)."""
     rows = []
 
@@ -597,7 +602,7 @@ def evaluate_targets(res: dict) -> list[dict]:
             "not run (--quick or --no-digits64)")
 
     # Targets measured by other benchmarks: read their latest results when present.
-    core = _load_other("core")
+    core = _load_other("core", beside)
     src = f"benchmarks.core, {core.get('written_at')}" if core else "run benchmarks.core"
     cold = (core or {}).get("cold_compile")
     if cold:
@@ -617,7 +622,7 @@ def evaluate_targets(res: dict) -> list[dict]:
         add("NRT allocations per epoch, steady state", "0", fmt_num(per), per == 0, src)
     else:
         add("NRT allocations per epoch, steady state", "0", "-", None, src)
-    scale = _load_other("scale")
+    scale = _load_other("scale", beside)
     src = f"benchmarks.scale, {scale.get('written_at')}" if scale else "run benchmarks.scale"
     try:
         fracs = {name: per["nnjit"]["fraction_of_peak"]
@@ -630,7 +635,7 @@ def evaluate_targets(res: dict) -> list[dict]:
             ", ".join(f"{k} {v:.0%}" for k, v in fracs.items()), worst >= 0.8, src)
     else:
         add("784-256-256-10 batch 128, fraction of 1-thread GEMM peak", ">= 80%", "-", None, src)
-    mem = _load_other("memory")
+    mem = _load_other("memory", beside)
     src = f"benchmarks.memory, {mem.get('written_at')}" if mem else "run benchmarks.memory"
     try:
         thr = {name: e["ratio_per_repeat"]["median"] for name, e in mem["threads"].items()}
@@ -950,7 +955,7 @@ def main(argv=None) -> dict:
         n_threads=len(affinities))
     if pinned:  # the machine's usable cores, not the one this process was pinned to
         res["environment"]["cpu_affinity"] = len(pinned["previous"])
-    res["targets"] = evaluate_targets(res)
+    res["targets"] = evaluate_targets(res, args.out)
     res["benchmark_wall_s"] = time.perf_counter() - t_start
     return finish(res, args.out, _warnings, print_report)
 

@@ -143,3 +143,12 @@ def test_native_blas_removes_only_the_openblas_pins(monkeypatch):
     assert "OPENBLAS_CORETYPE=Haswell" in blas_kernel_warning()
     monkeypatch.delenv("OPENBLAS_CORETYPE")
     assert blas_kernel_warning() is None
+
+
+def test_seed_table_reads_the_other_results_beside_its_own_output(tmp_path):
+    """In a suite run with --out-dir, the table of targets uses that run's core/scale/memory."""
+    from benchmarks.seed_table import _load_other
+
+    (tmp_path / "core.json").write_text(json.dumps({"benchmark": "core", "marker": 1}))
+    assert _load_other("core", tmp_path / "seed_table.json")["marker"] == 1
+    assert _load_other("no_such_benchmark", tmp_path / "seed_table.json") is None
