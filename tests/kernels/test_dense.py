@@ -35,7 +35,7 @@ def _forward(x, w, b, y, has_bias, mode, scratch=None):
     (16, 4, 16),  # BLAS: tiny inner dimension
     (16, 16, 3), (15, 16, 3), (16, 17, 5), (1, 8, 1), (2, 8, 2), (3, 9, 41),  # around the rule
     (32, 128, 10), (130, 128, 40), (33, 64, 128), (32, 64, 128), (31, 65, 63), (32, 4096, 41),
-    (17, 2100, 70), (45, 1030, 129),  # transposed in both modes
+    (17, 2100, 70), (45, 1030, 129), (1, 4096, 128), (2, 2100, 64),  # transposed in both modes
 ])
 @pytest.mark.parametrize("mode", MODES)
 def test_dense_forward_matches_numpy(shape, dtype, mode):
