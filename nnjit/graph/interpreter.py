@@ -154,8 +154,6 @@ def _no_graph_backward(i, rows, records, slots, values, grads, gdata):
 # Swapped for the real dispatchers in the graph build (see _graph_build at the end).
 _graph_forward = _no_graph_forward
 _graph_backward = _no_graph_backward
-# Swapped for the prange build of the optimizers in the parallel build (_parallel_build).
-_optimizer_step = kf.optimizer_step
 
 
 @jit(inline="always")
@@ -502,7 +500,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                     state[ST_LR] = lr_table[min(int(state[ST_FIT_STEP]), lr_table.size - 1)]
                 state[ST_STEP] += 1.0
                 state[ST_FIT_STEP] += 1.0
-                _optimizer_step(int(cfg[C_OPT_KIND]), params, pgrads, opt_state, opt_hyper,
+                kf.optimizer_step(int(cfg[C_OPT_KIND]), params, pgrads, opt_state, opt_hyper,
                                   state[ST_LR], int(state[ST_STEP]))
             counted = stats[2]
             state[ST_TRAIN_LOSS] += stats[0] + penalty * counted
@@ -565,18 +563,3 @@ def _graph_build():
 def execute_graph(*args):
     """:func:`execute` with graph ops (built, then compiled or loaded from cache, on first use)."""
     return _graph_build()(*args)
-
-
-@functools.cache
-def _parallel_build():
-    """``execute`` again with the optimizer step's ``prange`` build
-    (:data:`nnjit.kernels.parallel.optimizer_step_parallel`): for models whose parameter block
-    is big enough that the update gains from both cores (see ``PARALLEL_MIN_SIZE``)."""
-    from nnjit.kernels import parallel as kp
-
-    return jit(renamed_copy(execute, "parallel", {"_optimizer_step": kp.optimizer_step_parallel}))
-
-
-def execute_parallel(*args):
-    """:func:`execute` with the parallel optimizer step (built and compiled on first use)."""
-    return _parallel_build()(*args)

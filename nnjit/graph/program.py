@@ -88,8 +88,7 @@ class Program:
         if has_graph_ops:  # sampled batches build the self-loop CSR only when it is read
             self.gdata[G_WEIGHTS_READY] = 0  # a new arena: edge weights not computed yet
             self.gdata[G_NEED_LOOPS] = need_loops
-        self._execute = (it.execute_graph if has_graph_ops else
-                         it.execute_parallel if _parallel_optimizer(self.n_params) else it.execute)
+        self._execute = it.execute_graph if has_graph_ops else it.execute
         for slot, init in tape.constants.items():  # data the ops read: sparse feature values
             off, rows, cols = (int(v) for v in self.slots[slot, [S_OFFSET, S_ROWS, S_COLS]])
             self.values[off : off + rows * cols] = np.asarray(init, self.dtype).ravel()
@@ -176,11 +175,3 @@ class Program:
                     self.view(slot, grad=True)[...] = 0
             op.backward()
             state[it.ST_CURSOR] = index - 1
-
-
-def _parallel_optimizer(n_params: int) -> bool:
-    """Whether the optimizer step runs its ``prange`` build: from PARALLEL_MIN_SIZE["optimizer"]
-    parameters, when a thread-safe threading layer and two threads are there."""
-    from nnjit.kernels import parallel as kp
-
-    return n_params >= kp.min_size("optimizer")  # NEVER without a safe layer or 2 threads

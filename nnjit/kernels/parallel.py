@@ -5,12 +5,6 @@ One source, two builds (as umap's ``layouts.py``): the kernels in ``elementwise.
 builds treat as ``range``. :func:`parallel_build` compiles the same Python function a second time
 with ``parallel=True``, so the twin computes what the serial kernel computes, split over threads.
 
-The interpreter uses the optimizer twins: a program with at least ``PARALLEL_MIN_SIZE["optimizer"]``
-parameters runs ``nnjit.graph.interpreter.execute_parallel``, whose optimizer step calls
-:data:`optimizer_step_parallel` (Olivetti 4096-128-40, 530k parameters, with the second core
-free: epoch 5.45-5.66 -> 5.18-5.32 ms; that build compiles once, ~12 s, on first use). A process
-pinned to one CPU has one numba thread and stays serial.
-
 When it pays (``python -m benchmarks.parallel``, see :data:`PARALLEL_MIN_SIZE`): a parallel region
 costs 1-2.5 us here, so only large arrays gain (or a few thousand exp/tanh/erf), and nothing gains
 when the cores are already busy (two trainers in two threads). A compiled caller picks the build
@@ -43,7 +37,6 @@ import numpy as np
 from numba.np.ufunc import parallel as _npar
 
 from nnjit.kernels import elementwise as _ke
-from nnjit.kernels import families as _kf
 from nnjit.kernels import optim as _ko
 from nnjit.kernels._jit import jit, renamed_copy
 
@@ -136,12 +129,6 @@ mul_forward_parallel = parallel_build(_ke.mul_forward)
 mul_backward_parallel = parallel_build(_ke.mul_backward)
 dropout_backward_parallel = parallel_build(_ke.dropout_backward)
 # dropout_forward has no twin: it draws from one sequential RNG stream.
-
-#: ``nnjit.kernels.families.optimizer_step`` calling the parallel optimizer twins: the
-#: interpreter's parallel build (``nnjit.graph.interpreter.execute_parallel``) uses it.
-optimizer_step_parallel = jit(renamed_copy(_kf.optimizer_step, "parallel", {
-    "_sgd": sgd_update_parallel, "_adam": adam_update_parallel,
-    "_rmsprop": rmsprop_update_parallel}))
 
 #: serial kernel name -> (serial build, parallel build), for benchmarks and tests.
 TWINS = {
