@@ -66,3 +66,32 @@ def test_blas_is_pinned_in_worker_threads_too():
     assert len(seen) == 6
     assert all(set(counts) == {1} for counts in seen), seen
     assert np.all(np.array(threads.blas_thread_counts()) >= 1)
+
+
+def test_dense_forward_mode_follows_scipys_openblas(monkeypatch):
+    """The forward-product rules follow the kernels of scipy's OpenBLAS (the one numba calls),
+    not numpy's; another BLAS or none found gives the AVX2 rules."""
+    import os
+    from types import SimpleNamespace
+
+    import scipy.linalg.cython_blas
+
+    from nnjit.kernels import dense as kd
+
+    site = os.path.dirname(os.path.dirname(os.path.dirname(scipy.linalg.cython_blas.__file__)))
+
+    def lib(folder, core, api="openblas"):
+        return SimpleNamespace(internal_api=api, architecture=core,
+                               filepath=os.path.join(site, folder, "libopenblas.so"))
+
+    def mode(*libs):
+        monkeypatch.setattr(threads, "ThreadpoolController",
+                            lambda: SimpleNamespace(lib_controllers=list(libs)))
+        return threads.dense_forward_mode.__wrapped__()
+
+    assert mode(lib("numpy.libs", "Haswell"), lib("scipy.libs", "SkylakeX")) == kd.MODE_AVX512
+    assert mode(lib("numpy.libs", "SkylakeX"), lib("scipy.libs", "Haswell")) == kd.MODE_AVX2
+    assert mode(lib("scipy.libs", "Cooperlake")) == kd.MODE_AVX512
+    assert mode(lib("scipy.libs", "Zen")) == kd.MODE_AVX2  # OpenBLAS's Zen kernels are AVX2
+    assert mode(SimpleNamespace(internal_api="mkl", filepath="/x/libmkl_rt.so")) == kd.MODE_AVX2
+    assert mode() == kd.MODE_AVX2
