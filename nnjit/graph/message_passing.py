@@ -37,7 +37,7 @@ _dot_f, _dot_bx, _dot_ba = (inlined(kg.head_dot_forward), inlined(kg.head_dot_ba
 _gather_f, _gather_b = (inlined(kg.edge_gather_add_forward),
                         inlined(kg.edge_gather_add_backward))
 _mean_f, _mean_b = inlined(kg.head_mean_forward), inlined(kg.head_mean_backward)
-_csr_f, _csr_bw = inlined(kg.csr_dense_forward_t), inlined(kg.csr_dense_backward_w_t)
+_csr_f, _csr_bw = inlined(kg.csr_dense_forward), inlined(kg.csr_dense_backward_w)
 _gcn_w, _mean_w = inlined(kg.gcn_norm_weights), inlined(kg.mean_weights)
 _bias_b = inlined(kd.dense_backward_bias)
 

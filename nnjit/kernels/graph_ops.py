@@ -12,7 +12,7 @@ edge-wise primitives, each with its forward and backward side by side here:
 ``head_mean``              mean of the heads' column blocks (GAT with ``concat=False``)
 ``edge_gather_add``        ``a_src[source] + a_dst[target]`` per edge (GAT logits)
 ``csr_dense``              sparse (CSR) features times dense weights (bag-of-words input);
-                           the ``_t`` variants take a transposed scratch and run 2-5x faster
+                           through a transposed scratch of the weights (2-5x faster)
 ``gcn_norm_weights``,      edge weights of a CSR: symmetric GCN normalisation, 1 / in-degree
 ``mean_weights``
 =========================  ================================================================
@@ -457,61 +457,19 @@ def edge_gather_add_backward(indptr, src, dy, da_src, da_dst, acc_src, acc_dst, 
 
 
 @jit
-def csr_dense_forward(x_indptr, x_indices, x_data, w, b, out, has_bias):
+def csr_dense_forward(x_indptr, x_indices, x_data, w, w_t, b, out, has_bias):
     """out (N, O) = X (N, F, CSR) @ w (O, F).T + b (O,) (b ignored unless ``has_bias``).
 
     ``X`` is given by ``x_indptr`` int64 ``(N + 1,)``, ``x_indices`` int64 ``(nnz,)`` (column
     indices) and ``x_data`` ``(nnz,)`` of w's dtype (scipy's ``csr_matrix`` arrays after
     ``astype``). Cost ``O(nnz * O)`` instead of ``O(N * F * O)``.
 
-    Loop order: rows, then their non-zeros ``(j, v)``, then ``out[r, :] += v * w[:, j]`` (a
-    strided column of the L2-resident w). On Cora (2708 x 1433, 49,216 non-zeros, O = 16,
-    float32) 0.34 ms against 0.78 ms for one output column at a time (gathered dot products),
-    and 1.8 ms for torch's dense product on one thread (under load, medians).
-    """
-    n = out.shape[0]
-    n_out = out.shape[1]
-    zero = out.dtype.type(0.0)
-    for r in range(n):
-        for o in range(n_out):
-            out[r, o] = b[o] if has_bias else zero
-        for k in range(x_indptr[r], x_indptr[r + 1]):
-            v = x_data[k]
-            j = x_indices[k]
-            for o in range(n_out):
-                out[r, o] += v * w[o, j]
-
-
-@jit
-def csr_dense_backward_w(x_indptr, x_indices, x_data, dy, dw, accumulate):
-    """dw (O, F) (+)= dy (N, O).T @ X (N, F, CSR). No input gradient: features are data.
-
-    The bias gradient is the column sum of dy: :func:`nnjit.kernels.dense.dense_backward_bias`.
-    Same loop order as the forward (``dw[:, j] += v * dy[r, :]``): 0.32 ms on Cora against
-    0.49 ms for one row of dw at a time.
-    """
-    zero = dw.dtype.type(0.0)
-    if not accumulate:
-        for o in range(dw.shape[0]):
-            for j in range(dw.shape[1]):
-                dw[o, j] = zero
-    n_out = dw.shape[0]
-    for r in range(dy.shape[0]):
-        for k in range(x_indptr[r], x_indptr[r + 1]):
-            v = x_data[k]
-            j = x_indices[k]
-            for o in range(n_out):
-                dw[o, j] += v * dy[r, o]
-
-
-@jit
-def csr_dense_forward_t(x_indptr, x_indices, x_data, w, w_t, b, out, has_bias):
-    """:func:`csr_dense_forward` through a transposed copy of w: same result, faster.
-
-    ``w_t`` (F, O) is scratch of w's dtype (overwritten with ``w.T``), so the inner loop
+    ``w_t`` (F, O) is scratch of w's dtype, overwritten with ``w.T``, so the inner loop
     ``out[r, :] += v * w_t[j, :]`` reads one contiguous row per non-zero and vectorises. On Cora
-    (49,216 non-zeros, float32, under load, same-process minima) 0.27 ms against 0.48 ms for
-    O = 16 and 0.50 ms against 2.5 ms for O = 64, the transposition (F * O copies) included.
+    (2708 x 1433, 49,216 non-zeros, float32, under load, same-process minima) 0.27 ms against
+    0.48 ms reading strided columns of w (O = 16) and 0.50 ms against 2.5 ms (O = 64), the
+    transposition (F * O copies) included; one output column at a time (gathered dot products)
+    took 0.78 ms at O = 16, torch's dense product on one thread 1.8 ms.
     """
     n_out = w.shape[0]
     f = w.shape[1]
@@ -530,11 +488,13 @@ def csr_dense_forward_t(x_indptr, x_indices, x_data, w, w_t, b, out, has_bias):
 
 
 @jit
-def csr_dense_backward_w_t(x_indptr, x_indices, x_data, dy, dw, dw_t, accumulate):
-    """:func:`csr_dense_backward_w` through a transposed scratch ``dw_t`` (F, O): same result.
+def csr_dense_backward_w(x_indptr, x_indices, x_data, dy, dw, dw_t, accumulate):
+    """dw (O, F) (+)= dy (N, O).T @ X (N, F, CSR). No input gradient: features are data.
 
-    Accumulates ``dw_t[j, :] += v * dy[r, :]`` (contiguous) and then writes or adds ``dw_t.T``
-    into dw (O, F). On Cora 0.20 ms against 0.52 ms (O = 16), 0.40 ms against 2.2 ms (O = 64).
+    Accumulates ``dw_t[j, :] += v * dy[r, :]`` in the scratch ``dw_t`` (F, O) (contiguous), then
+    writes or adds ``dw_t.T`` into dw. On Cora 0.20 ms against 0.52 ms adding into strided
+    columns of dw (O = 16), 0.40 ms against 2.2 ms (O = 64). The bias gradient is the column
+    sum of dy: :func:`nnjit.kernels.dense.dense_backward_bias`.
     """
     n_out = dw.shape[0]
     f = dw.shape[1]

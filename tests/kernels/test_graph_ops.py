@@ -380,27 +380,22 @@ def test_csr_dense(n, f, o, density, has_bias, seed):
     ref = R.csr_dense(xs.toarray(), w, b if has_bias else None)
     for dt in DTYPES:
         out = np.full((n, o), np.nan, dt)
-        G.csr_dense_forward(ip, ix, xs.data.astype(dt), w.astype(dt), b.astype(dt), out, has_bias)
-        np.testing.assert_allclose(out, ref, **TOL[dt])
-        out[:] = np.nan
         scratch = np.full((f, o), np.nan, dt)
-        G.csr_dense_forward_t(ip, ix, xs.data.astype(dt), w.astype(dt), scratch, b.astype(dt),
-                              out, has_bias)
+        G.csr_dense_forward(ip, ix, xs.data.astype(dt), w.astype(dt), scratch, b.astype(dt),
+                            out, has_bias)
         np.testing.assert_allclose(out, ref, **TOL[dt])
     r = g.normal(n, o)
     out = np.empty((n, o))
+    scratch = np.full((f, o), np.nan)
 
     def loss():
-        G.csr_dense_forward(ip, ix, xs.data, w, b, out, has_bias)
+        G.csr_dense_forward(ip, ix, xs.data, w, scratch, b, out, has_bias)
         return float((out * r).sum())
 
     dw_ref = r.T @ xs.toarray()
     fd = numeric_grad(loss, w)
-    check_backward(lambda buf, acc: G.csr_dense_backward_w(ip, ix, xs.data, r, buf, acc),
-                   dw_ref, g.rng, fd)
-    scratch = np.full((f, o), np.nan)
-    check_backward(lambda buf, acc: G.csr_dense_backward_w_t(ip, ix, xs.data, r, buf, scratch,
-                                                             acc), dw_ref, g.rng, fd)
+    check_backward(lambda buf, acc: G.csr_dense_backward_w(ip, ix, xs.data, r, buf, scratch,
+                                                           acc), dw_ref, g.rng, fd)
     if has_bias:
         db = np.empty(o)
         dense_backward_bias(r, db, False)
