@@ -31,7 +31,7 @@ from nnjit.kernels.views import view2d
 
 
 # Which product computes the forward pass depends on the shape and on which OpenBLAS kernels run
-# (``mode``: the Trainer passes :func:`forward_mode` of the BLAS numba calls).
+# (``mode``: the Trainer passes :func:`nnjit.train.threads.dense_forward_mode`).
 MODE_AVX2, MODE_AVX512 = 0, 1
 # AVX2 BLAS: the register-blocked loop when I >= SMALL_MIN_INNER and either O <= SMALL_MAX_OUT or
 # the batch has at most SMALL_MAX_ROWS rows and the weight at most SMALL_MAX_WEIGHT elements.

@@ -66,6 +66,12 @@ _saved: list[tuple[object, int]] = []
 _blas: list | None = None
 
 
+@functools.cache
+def _blas_libraries() -> list:
+    """threadpoolctl's controllers of the BLAS libraries loaded when first asked (scanned once)."""
+    return [c for c in ThreadpoolController().lib_controllers if c.user_api == "blas"]
+
+
 def _controllers() -> list:
     """``(get_threads, set_threads)`` callables for each loaded BLAS library (found once).
 
@@ -79,9 +85,7 @@ def _controllers() -> list:
     global _blas
     if _blas is None:
         _blas = []
-        for c in ThreadpoolController().lib_controllers:
-            if c.user_api != "blas":
-                continue
+        for c in _blas_libraries():
             symbol = getattr(c, "_get_symbol", None)
             raw_get = symbol("openblas_get_num_threads") if symbol else None
             raw_set = symbol("openblas_set_num_threads") if symbol else None
@@ -164,7 +168,7 @@ def dense_forward_mode() -> int:
 
     scipy_dir = os.path.dirname(os.path.dirname(scipy.linalg.cython_blas.__file__))
     cores = [(os.path.dirname(c.filepath).startswith(scipy_dir), str(c.architecture).lower())
-             for c in ThreadpoolController().lib_controllers
+             for c in _blas_libraries()
              if c.internal_api == "openblas" and hasattr(c, "architecture")]
     cores.sort(reverse=True)  # scipy's own (in site-packages/scipy.libs or scipy/) first
     return MODE_AVX512 if cores and cores[0][1] in _AVX512_CORES else MODE_AVX2

@@ -81,17 +81,17 @@ def test_dense_forward_mode_follows_scipys_openblas(monkeypatch):
     site = os.path.dirname(os.path.dirname(os.path.dirname(scipy.linalg.cython_blas.__file__)))
 
     def lib(folder, core, api="openblas"):
-        return SimpleNamespace(internal_api=api, architecture=core,
+        return SimpleNamespace(user_api="blas", internal_api=api, architecture=core,
                                filepath=os.path.join(site, folder, "libopenblas.so"))
 
     def mode(*libs):
-        monkeypatch.setattr(threads, "ThreadpoolController",
-                            lambda: SimpleNamespace(lib_controllers=list(libs)))
+        monkeypatch.setattr(threads, "_blas_libraries", lambda: list(libs))
         return threads.dense_forward_mode.__wrapped__()
 
     assert mode(lib("numpy.libs", "Haswell"), lib("scipy.libs", "SkylakeX")) == kd.MODE_AVX512
     assert mode(lib("numpy.libs", "SkylakeX"), lib("scipy.libs", "Haswell")) == kd.MODE_AVX2
     assert mode(lib("scipy.libs", "Cooperlake")) == kd.MODE_AVX512
     assert mode(lib("scipy.libs", "Zen")) == kd.MODE_AVX2  # OpenBLAS's Zen kernels are AVX2
-    assert mode(SimpleNamespace(internal_api="mkl", filepath="/x/libmkl_rt.so")) == kd.MODE_AVX2
+    assert mode(SimpleNamespace(user_api="blas", internal_api="mkl",
+                                filepath="/x/libmkl_rt.so")) == kd.MODE_AVX2
     assert mode() == kd.MODE_AVX2
