@@ -1,16 +1,36 @@
-"""The command line, called in-process through ``nnjit.cli.main``."""
+"""The command line: the installed ``nnjit`` command in a subprocess (what a user runs), and
+``nnjit.cli.main`` in-process where only the output matters."""
 
 from __future__ import annotations
 
-import importlib.util
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+import nnjit
 from nnjit.cli import main
 from nnjit.experiment import ModelConfig, NetConfig, RunConfig, TrainConfig
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def nnjit_command(*args, cwd, timeout=300) -> subprocess.CompletedProcess:
+    """Run the installed ``nnjit`` console script (the one next to this Python) with this
+    checkout first on PYTHONPATH; returns the finished process (text stdout / stderr)."""
+    exe = shutil.which("nnjit", path=os.path.dirname(sys.executable)) or shutil.which("nnjit")
+    assert exe, "the nnjit console script is not installed (pip install -e .)"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [
+        p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return subprocess.run([exe, *map(str, args)], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
 
 
 def _write_config(tmp_path, data=None, loss="cross_entropy", in_dim=4, out_dim=3):
@@ -46,10 +66,10 @@ def test_train_list_show(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "epochs: 4" in out and "last (epoch 4)" in out and "in_dim: 4" in out
     assert str(tmp_path) not in out
-    with pytest.raises(SystemExit, match="invalid run id"):
-        main(["runs", "show", "../etc", "--root", "runs"])
-    with pytest.raises(SystemExit, match="no run"):
-        main(["runs", "show", "abcdefabcdef", "--root", "runs"])
+    assert main(["runs", "show", "../etc", "--root", "runs"]) == 2
+    assert "nnjit runs show: invalid run id '../etc'" in capsys.readouterr().err
+    assert main(["runs", "show", "abcdefabcdef", "--root", "runs"]) == 2
+    assert "no run 'abcdefabcdef' in runs; runs: " in capsys.readouterr().err
 
 
 def test_train_from_csv_regression(tmp_path, capsys):
@@ -65,16 +85,38 @@ def test_train_from_csv_regression(tmp_path, capsys):
     assert "4 epochs" in out and "val_loss" in out and str(tmp_path) not in out
 
 
-def test_train_errors(tmp_path):
+def test_train_errors(tmp_path, capsys):
     path, _ = _write_config(tmp_path)
-    with pytest.raises(SystemExit, match="no data"):
-        main(["train", str(path), "--root", str(tmp_path)])
-    with pytest.raises(SystemExit, match="unknown dataset"):
-        main(["train", str(path), "--data", "nope", "--root", str(tmp_path)])
+    assert main(["train", str(path), "--root", str(tmp_path)]) == 2
+    assert "no data" in capsys.readouterr().err
+    assert main(["train", str(path), "--data", "nope", "--root", str(tmp_path)]) == 2
+    assert "unknown dataset" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text("model: {net: {in_dim: 0, out_dim: 2}}\n")
-    with pytest.raises(SystemExit, match="in_dim"):
-        main(["train", str(bad), "--data", "iris"])
+    assert main(["train", str(bad), "--data", "iris"]) == 2
+    assert "in_dim" in capsys.readouterr().err
+
+
+def test_version():
+    proc = nnjit_command("--version", cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.strip()
+    assert line.startswith(f"nnjit {nnjit.__version__} (numba ") and "Python 3." in line
+
+
+def test_train_epochs_option_stops_early_and_continues(tmp_path):
+    """--epochs N stops a new run after epoch N; with --resume it continues to epoch N."""
+    path, cfg = _write_config(tmp_path, data="iris")  # train.epochs 4
+    proc = nnjit_command("train", path, "--epochs", "2", "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"run runs/{cfg.config_hash()}: 2 epochs" in proc.stdout
+    proc = nnjit_command("train", path, "--resume", "last", "--epochs", "6", "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"run runs/{cfg.config_hash()}: 6 epochs" in proc.stdout
+    history = pd.read_csv(tmp_path / "runs" / cfg.config_hash() / "idps.csv")
+    assert history["epoch"].tolist() == [1, 2, 3, 4, 5, 6]
+    proc = nnjit_command("train", path, "--epochs", "0", cwd=tmp_path)
+    assert proc.returncode == 2 and "--epochs: expected an integer >= 1" in proc.stderr
 
 
 def test_runs_list_empty(tmp_path, capsys):
@@ -101,8 +143,8 @@ def test_report_html(tmp_path, capsys, monkeypatch):
     assert page.count("plotly.js v") <= 2  # plotly.js inlined once (its banner)
     assert page.count("Plotly.newPlot") == 5 and "<table" in page and "val_loss" in page
     assert "src=\"https://cdn" not in page and len(page) > 1_000_000  # plotly.js inside
-    with pytest.raises(SystemExit, match="invalid run id"):
-        main(["report", "../x"])
+    assert main(["report", "../x"]) == 2
+    assert "nnjit report: invalid run id" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not __import__("os").path.exists("/usr/bin/chromium"),

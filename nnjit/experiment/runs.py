@@ -428,8 +428,11 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
             order, scheduler position, early-stopping counters (the compiled rule's and
             :class:`EarlyStopping`'s) and the best weights come back, so 5 epochs then a resume
             for 5 more equals 10 epochs bit for bit (weights and ``idps.csv`` but ``seconds``).
-        epochs: epochs to train in this call (default: up to ``config.train.epochs`` in total).
-            The scheduler always spans ``config.train.epochs``.
+        epochs: the epoch to stop after, counting the epochs a resumed run already did
+            (default ``config.train.epochs``): ``epochs=5`` trains 5 epochs of a new run, or
+            continues a resumed run to epoch 5; more than ``config.train.epochs`` continues a
+            finished run. The scheduler always spans ``config.train.epochs`` and the quarter
+            checkpoints stay at its phases (the run's id is still its config's hash).
         callbacks: more callbacks. Those with a :meth:`~Callback.state` run before the run
             writes its checkpoints (so the checkpoints hold their state), the others after.
         log_batches: also write a row per training batch to ``idps.csv``
@@ -447,8 +450,7 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
     tc = config.train
     trainer = run.build_trainer()
     start = run.resume(trainer, resume) if resume is not None else 0
-    remaining = tc.epochs - start
-    n = remaining if epochs is None else int(epochs)
+    n = (tc.epochs if epochs is None else _epochs(epochs)) - start
     if n < 1:
         raise ValueError(f"train_run: nothing to train: run {run.display} has {start} of "
                          f"{tc.epochs} epochs done (pass epochs= to train more)")
@@ -487,6 +489,12 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
                 accumulation_steps=config.optimizer.accumulation_steps,
                 log_batches=log_batches, **kwargs)
     return run, trainer, run.history()
+
+
+def _epochs(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"train_run: epochs must be an int >= 1, got {value!r}")
+    return int(value)
 
 
 def _has_state(callback) -> bool:
