@@ -43,7 +43,7 @@ def _write_config(tmp_path, data=None, loss="cross_entropy", in_dim=4, out_dim=3
 
 
 @pytest.mark.parametrize("argv", [[], ["train"], ["runs"], ["runs", "list"], ["runs", "show"],
-                                  ["bench"], ["report"], ["demo"], ["warmup"]])
+                                  ["report"], ["demo"], ["warmup"]])
 def test_help_everywhere(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main([*argv, "--help"])
@@ -124,14 +124,6 @@ def test_runs_list_empty(tmp_path, capsys):
     assert "no runs" in capsys.readouterr().out
 
 
-def test_bench_without_benchmarks_package(monkeypatch, capsys):
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "benchmarks" else real(name, *a))
-    assert main(["bench"]) == 2
-    assert "not importable" in capsys.readouterr().err
-
-
 def test_report_html(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path, cfg = _write_config(tmp_path, data="iris")
@@ -165,14 +157,30 @@ def test_report_renders_in_chromium(tmp_path, monkeypatch):
     assert dom.count('class="point"') >= 23  # one t-SNE marker per validation row of Iris
 
 
-def test_bench_passes_every_argument_through(monkeypatch):
-    """``nnjit bench --quick --only gnn`` runs ``python -m benchmarks --quick --only gnn``."""
-    import subprocess
+@pytest.mark.parametrize("folder", [".", "docs"])
+def test_bench_runs_the_checkouts_benchmarks(folder):
+    """From the repository root or any folder below it, the installed command finds
+    benchmarks/ and passes every argument to python -m benchmarks (--help included)."""
+    proc = nnjit_command("bench", "--help", cwd=REPO / folder)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: python -m benchmarks" in proc.stdout and "--only ONLY" in proc.stdout
+    proc = nnjit_command("bench", "--only", "nope", cwd=REPO / folder)
+    assert proc.returncode == 2 and "unknown benchmark 'nope'; valid: core," in proc.stderr
 
-    calls = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd) or 0)
-    assert main(["bench", "--quick", "--only", "gnn"]) == 0
-    assert calls[0][1:] == ["-m", "benchmarks", "--quick", "--only", "gnn"]
+
+def test_bench_skipping_every_benchmark_runs_the_suite_to_its_summary():
+    from benchmarks.__main__ import BENCHMARKS
+
+    proc = nnjit_command("bench", "--skip", ",".join(BENCHMARKS), cwd=REPO / "nnjit")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("skipped (--skip)") == len(BENCHMARKS)
+
+
+def test_bench_outside_a_checkout_is_one_line(tmp_path):
+    proc = nnjit_command("bench", "--quick", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(
+        f"nnjit bench: no nnjit repository checkout in {tmp_path.resolve()} or its parents")
 
 
 def test_demo_cora_trains_a_gcn(capsys):

@@ -75,14 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_report.add_argument("id", help="run id")
     _root_option(p_report)
     p_report.add_argument("-o", "--output", help="HTML file (default: <run>/report.html)")
-    p_bench = sub.add_parser(
-        "bench", help="run the benchmarks of this checkout (python -m benchmarks)",
-        description="Run python -m benchmarks of the repository checkout that holds the working "
-        "directory, in its root folder, with every argument given (e.g. nnjit bench --quick "
-        "--only gnn); its options: nnjit bench --only nope lists the benchmarks, python -m "
-        "benchmarks --help shows them all")
-    p_bench.add_argument("bench_args", nargs=argparse.REMAINDER,
-                         help="arguments passed to python -m benchmarks")
+    # every argument after "bench", --help included, goes to python -m benchmarks (see _parse)
+    sub.add_parser("bench", help="run the benchmarks of the repository checkout you are in "
+                   "(python -m benchmarks [--quick] [--only NAMES] ...; nnjit bench --help)")
     for leaf in (p_demo, p_warm, p_train, p_list, p_show, p_report):
         leaf.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                           help="show the traceback of an expected failure instead of one line")
@@ -104,8 +99,7 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     debug = False
     while argv[:1] == ["--debug"]:
         debug, argv = True, argv[1:]
-    if argv[:1] == ["bench"] and argv[1:2] not in (["-h"], ["--help"]):
-        # every argument after "bench" belongs to python -m benchmarks (--quick, --only, ...)
+    if argv[:1] == ["bench"]:  # the rest belongs to python -m benchmarks (--quick, --help...)
         return argparse.Namespace(command="bench", bench_args=argv[1:], debug=debug)
     args = parser.parse_args(argv)
     args.debug = args.debug or debug
