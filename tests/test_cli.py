@@ -119,6 +119,34 @@ def test_train_epochs_option_stops_early_and_continues(tmp_path):
     assert proc.returncode == 2 and "--epochs: expected an integer >= 1" in proc.stderr
 
 
+def _one_line_error(proc, *parts):
+    """The process failed as expected: exit 2, one line on stderr holding every part, no
+    traceback."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for part in parts:
+        assert part in proc.stderr, (part, proc.stderr)
+    return proc.stderr
+
+
+def test_train_again_refuses_resume_says_finished_overwrite_restarts(tmp_path):
+    path, cfg = _write_config(tmp_path, data="iris")  # 4 epochs: first 1, q1 1, q2 2, q3 3
+    run = tmp_path / "runs" / cfg.config_hash()
+    assert nnjit_command("train", path, "-q", cwd=tmp_path).returncode == 0
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    _one_line_error(nnjit_command("train", path, "--epochs", "2", cwd=tmp_path),
+                    f"nnjit train: run runs/{cfg.config_hash()} already exists (4 of 4 epochs "
+                    "done); pass --resume last (or best)", "or --overwrite")
+    _one_line_error(nnjit_command("train", path, "--resume", "last", cwd=tmp_path),
+                    "is finished (at epoch 4 of 4); to train on, pass --epochs M with M > 4")
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    proc = nnjit_command("train", path, "--overwrite", "--epochs", "1", "-q", cwd=tmp_path)
+    assert proc.returncode == 0 and ": 1 epochs" in proc.stdout, proc.stderr
+    assert sorted(p.stem for p in (run / "checkpoints").iterdir()) == ["best", "first", "last",
+                                                                      "q1"]
+    assert len(pd.read_csv(run / "idps.csv")) == 1
+
+
 def test_runs_list_empty(tmp_path, capsys):
     assert main(["runs", "list", "--root", str(tmp_path / "none")]) == 0
     assert "no runs" in capsys.readouterr().out

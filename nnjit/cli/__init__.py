@@ -61,8 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
                          help="stop after epoch N (counting the epochs a resumed run already "
                          "did; default: the config's train.epochs, which still sets the run id, "
                          "the scheduler's span and the checkpoint phases)")
-    p_train.add_argument("--resume", choices=["last", "best"],
-                         help="continue the existing run from this checkpoint")
+    again = p_train.add_mutually_exclusive_group()
+    again.add_argument("--resume", choices=["last", "best"],
+                         help="continue the existing run from this checkpoint (its later "
+                         "history rows are dropped)")
+    again.add_argument("--overwrite", action="store_true",
+                         help="train an existing run again from scratch (deletes its history "
+                         "and checkpoints first)")
     p_train.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p_runs = sub.add_parser("runs", help="list runs or show one")
     runs_sub = p_runs.add_subparsers(dest="runs_command", required=True)

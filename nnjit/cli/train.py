@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nnjit.cli.errors import CommandError
+from nnjit.cli.errors import CommandError, os_error_line
 from nnjit.cli.runs import summary_line
 
 
@@ -52,7 +52,7 @@ def load_data(spec: str, config, target: str | None):
 
 def cmd_train(args) -> int:
     from nnjit.experiment import Checkpoints
-    from nnjit.experiment.runs import train_run
+    from nnjit.experiment.runs import RunError, train_run
 
     config = load_config(args.config)
     spec = args.data or config.data
@@ -65,10 +65,41 @@ def cmd_train(args) -> int:
 
         callbacks.append(ProgressBar())
     resume = Checkpoints.get(args.resume) if args.resume else None
-    run, trainer, history = train_run(config, X, y, Xv, yv, args.root, resume=resume,
-                                      epochs=args.epochs, callbacks=callbacks,
-                                      metadata={"data": spec, "data_target": args.target})
+    try:
+        run, trainer, history = train_run(config, X, y, Xv, yv, args.root, resume=resume,
+                                          overwrite=args.overwrite, epochs=args.epochs,
+                                          callbacks=callbacks,
+                                          metadata={"data": spec, "data_target": args.target})
+    except RunError as e:
+        raise CommandError(_run_error_line(e, args)) from e
+    except OSError as e:
+        raise CommandError(f"{os_error_line(e, 'write')} (the runs root is {args.root}; pass "
+                           "--root with a folder you can write)") from e
     print(f"run {run.display}: {len(history)} epochs")
     if len(history):
         print(summary_line(history))
     return 0
+
+
+def _run_error_line(error, args) -> str:
+    """The CLI wording (its options, not train_run's arguments) of a RunError."""
+    from nnjit.experiment.runs import NoCheckpointError, RunExistsError, RunFinishedError
+
+    run = error.run
+    if isinstance(error, RunExistsError):
+        return (f"run {run.display} already exists ({error.epochs_done} of "
+                f"{run.config.train.epochs} epochs done); pass --resume last (or best) to "
+                "continue it, or --overwrite to delete its history and checkpoints and train "
+                "it again")
+    if isinstance(error, RunFinishedError):
+        if error.stopped_early:
+            return (f"run {run.display} is finished: early stopping ended it at epoch "
+                    f"{error.epoch} of {run.config.train.epochs}; change train.patience in the "
+                    "config for a new run, or pass --overwrite to train this one again")
+        return (f"run {run.display} is finished (at epoch {error.epoch} of {error.target}); "
+                f"to train on, pass --epochs M with M > {error.epoch} "
+                f"(e.g. --resume {args.resume} --epochs {2 * error.epoch})")
+    if isinstance(error, NoCheckpointError):
+        return (str(error).removeprefix("train_run: ").replace("train it without resume",
+                                                                "run nnjit train without --resume"))
+    return str(error)
