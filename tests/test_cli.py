@@ -147,6 +147,75 @@ def test_train_again_refuses_resume_says_finished_overwrite_restarts(tmp_path):
     assert len(pd.read_csv(run / "idps.csv")) == 1
 
 
+def test_every_expected_failure_is_one_line_and_exit_2(tmp_path):
+    """Each case runs the installed command (all at once, to keep the suite fast) and must exit
+    2 with one line naming what failed and what to do; --debug shows the traceback instead."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    good, cfg = _write_config(tmp_path, data="iris")
+    (tmp_path / "syntax.yaml").write_text("model: [1, 2\n")
+    (tmp_path / "tag.yaml").write_text("model: !!python/object/apply:os.system ['true']\n")
+    (tmp_path / "bad.csv").write_text("a,b,y\n1,2,x\n3,,y\n")
+    (tmp_path / "quote.csv").write_text('a,y\n1,"x\n')
+    (tmp_path / "a_file").write_text("")
+    (tmp_path / "runs" / "0123456789ab").mkdir(parents=True)  # a folder but no run.yaml
+    cases = {  # name: (arguments, parts of the expected line)
+        "missing config": (["train", "nope.yaml"],
+                           ["cannot read the config nope.yaml: No such file"]),
+        "YAML syntax": (["train", "syntax.yaml"],
+                        ["invalid config syntax.yaml: not valid YAML at line 2, column 1"]),
+        "YAML tag": (["train", "tag.yaml"],
+                     ["invalid config tag.yaml: not valid YAML at line 1", "no !! tags"]),
+        "config error": (["train", "cfg.yaml", "--data", "digits"],
+                         ["model.net.in_dim is 4 but the data have 64 input features; set "
+                          "in_dim: 64"]),
+        "unknown dataset": (["train", "cfg.yaml", "--data", "nope"],
+                            ["cannot use the data nope: unknown dataset 'nope'", ".csv"]),
+        "missing CSV": (["train", "cfg.yaml", "--data", "gone.csv"],
+                        ["no such CSV file: gone.csv"]),
+        "CSV missing value": (["train", "cfg.yaml", "--data", "bad.csv"],
+                              ["cannot use the data bad.csv", "missing values", "b (1 of 2)"]),
+        "CSV syntax": (["train", "cfg.yaml", "--data", "quote.csv"],
+                       ["cannot use the data quote.csv", "EOF inside string"]),
+        "unwritable root": (["train", "cfg.yaml", "--root", "a_file", "-q"],
+                            ["cannot write", "Not a directory", "pass --root with a folder"]),
+        "resume before a checkpoint": (["train", "cfg.yaml", "--resume", "last"],
+                                       ["cannot resume: run runs/" + cfg.config_hash(),
+                                        "does not exist yet; run nnjit train without --resume"]),
+        "unknown run": (["runs", "show", "0123456789ab"],
+                        ["nnjit runs show: no run '0123456789ab' in runs",
+                         "nnjit runs list --root runs"]),
+        "invalid run id": (["report", "../x"], ["nnjit report: invalid run id '../x'"]),
+        "debug": (["--debug", "train", "nope.yaml"], None),
+        "debug after the command": (["train", "nope.yaml", "--debug"], None),
+    }
+    with ThreadPoolExecutor(4) as pool:
+        procs = dict(zip(cases, pool.map(lambda c: nnjit_command(*c[0], cwd=tmp_path),
+                                         cases.values())))
+    for name, (argv, parts) in cases.items():
+        proc = procs[name]
+        if parts is None:  # --debug: the traceback, ending with the chained CommandError
+            assert proc.returncode == 1 and "Traceback" in proc.stderr, name
+            assert "FileNotFoundError" in proc.stderr and proc.stderr.rstrip().splitlines()[
+                -1].startswith("nnjit.cli.errors.CommandError: cannot read the config"), name
+            continue
+        line = _one_line_error(proc, *parts)
+        assert line.startswith(f"nnjit {argv[0]}"), (name, line)
+    assert not (tmp_path / "runs" / cfg.config_hash()).exists()  # no failure left a run behind
+    assert good.exists()
+
+
+def test_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
+    import nnjit.cli.train
+
+    def broken(path):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(nnjit.cli.train, "load_config", broken)
+    with pytest.raises(KeyError, match="a bug"):
+        main(["train", str(tmp_path / "cfg.yaml")])
+
+
 def test_runs_list_empty(tmp_path, capsys):
     assert main(["runs", "list", "--root", str(tmp_path / "none")]) == 0
     assert "no runs" in capsys.readouterr().out

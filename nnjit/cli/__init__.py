@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nnjit.cli.errors import CommandError, report
+from nnjit.cli.errors import CommandError, os_error_line, report
 
 __all__ = ["build_parser", "main", "version_text"]
 
@@ -114,13 +114,17 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def main(argv=None) -> int:
     """Run the ``nnjit`` command line; returns the exit status."""
     args = _parse(sys.argv[1:] if argv is None else list(argv))
+    command = " ".join(filter(None, (args.command, getattr(args, "runs_command", None))))
     try:
         return _dispatch(args)
     except CommandError as error:
         if args.debug:
             raise
-        return report(" ".join(filter(None, (args.command, getattr(args, "runs_command", None)))),
-                      error)
+        return report(command, error)
+    except OSError as error:  # a file or folder the command could not read or write
+        if args.debug:
+            raise
+        return report(command, CommandError(os_error_line(error, "use")))
 
 
 def _dispatch(args) -> int:

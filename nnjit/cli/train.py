@@ -9,6 +9,7 @@ from nnjit.cli.runs import summary_line
 def load_config(path: str):
     """The RunConfig of a YAML file, or a CommandError naming the file and what is wrong."""
     import yaml
+    import yaml.constructor
 
     from nnjit.experiment import RunConfig
 
@@ -26,15 +27,16 @@ def load_config(path: str):
         where = getattr(e, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
         problem = getattr(e, "problem", None) or str(e)
-        raise CommandError(f"invalid config {path}: not valid YAML{at}: {problem} (plain YAML "
-                           "only: no !!python tags)") from e
+        hint = ("; a config is plain YAML (mappings, lists, numbers, strings): no !! tags"
+                if isinstance(e, yaml.constructor.ConstructorError) else "")
+        raise CommandError(f"invalid config {path}: not valid YAML{at}: {problem}{hint}") from e
     except (ValueError, TypeError) as e:
         raise CommandError(f"invalid config {path}: {e}") from e
 
 
 def load_data(spec: str, config, target: str | None):
     """(X_train, y_train, X_val, y_val, run data) from a built-in data set name or a CSV path."""
-    from nnjit.experiment.data import load_run_data
+    from nnjit.experiment.data import is_csv, load_run_data
 
     regression = not config.model.loss.builder().is_classification
     try:
@@ -42,12 +44,42 @@ def load_data(spec: str, config, target: str | None):
     except FileNotFoundError as e:
         raise CommandError(f"{e}; give a built-in data set name or an existing .csv file") from e
     except (ValueError, TypeError) as e:
-        raise CommandError(f"cannot use the data {spec}: {e}") from e
+        hint = "" if is_csv(spec) else " (or give the path of a .csv file)"
+        raise CommandError(f"cannot use the data {spec}: {e}{hint}") from e
     except OSError as e:
         raise CommandError(f"cannot read the data {spec}: {e.strerror or e}") from e
     if hasattr(data, "graph"):  # a graph: full batch on its own train / val masks
         return data.graph, None, None, None, data
     return data.X_train, data.y_train, data.X_val, data.y_val, data
+
+
+def check_shapes(config, X, y, y_val, spec: str, path: str) -> None:
+    """A CommandError when the config's network does not fit the data (input width, classes of
+    a cross-entropy run, regression targets of an MSE run), naming the setting to change."""
+    import numpy as np
+
+    from nnjit.data.graph import Graph
+    from nnjit.experiment import Losses
+
+    net, loss = config.model.net, config.model.loss
+    graph = isinstance(X, Graph)
+    width = X.num_features if graph else int(np.prod(X.shape[1:]))
+
+    def misfit(setting: str, has: str, value: int) -> CommandError:
+        return CommandError(f"config {path} does not fit the data {spec}: model.net.{setting} "
+                            f"is {getattr(net, setting)} but the data have {value} {has}; set "
+                            f"{setting}: {value}")
+
+    if net.in_dim != width:
+        raise misfit("in_dim", "input features", width)
+    if loss is Losses.CROSS_ENTROPY:
+        classes = X.num_classes if graph else int(max(np.max(y), np.max(y_val, initial=-1))) + 1
+        if net.out_dim != classes:
+            raise misfit("out_dim", "classes", classes)
+    elif loss is Losses.MSE and not graph:
+        targets = np.asarray(y).reshape(len(y), -1).shape[1]
+        if net.out_dim != targets:
+            raise misfit("out_dim", "regression targets", targets)
 
 
 def cmd_train(args) -> int:
@@ -59,6 +91,7 @@ def cmd_train(args) -> int:
     if not spec:
         raise CommandError("no data: set 'data' in the config or pass --data NAME|CSV")
     X, y, Xv, yv, _ = load_data(spec, config, args.target)
+    check_shapes(config, X, y, yv, spec, args.config)
     callbacks = []
     if not args.quiet:
         from nnjit.train.builtin_callbacks import ProgressBar
