@@ -285,6 +285,12 @@ def test_demo_cora_trains_a_gcn(capsys):
     out = capsys.readouterr().out
     accuracy = float(re.search(r"test accuracy ([0-9.]+)", out).group(1))
     assert "GCN 1433-16-7" in out and accuracy > 0.5
+    timing = re.search(r"time: 30 epochs of compiled training took ([0-9.]+) s \(([0-9.]+) ms "
+                       r"per epoch\); the whole fit call took ([0-9.]+) s, of which ([0-9.]+) s "
+                       r"was one-time start-up \(loading .* or compiling it", out)
+    assert timing, out
+    training, wall, start_up = (float(timing.group(k)) for k in (1, 3, 4))
+    assert 0 < training <= wall and abs(wall - training - start_up) < 0.02
 
 
 def test_warmup_graph_compiles_the_graph_build(capsys):
