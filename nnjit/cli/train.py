@@ -90,7 +90,7 @@ def cmd_train(args) -> int:
     spec = args.data or config.data
     if not spec:
         raise CommandError("no data: set 'data' in the config or pass --data NAME|CSV")
-    X, y, Xv, yv, _ = load_data(spec, config, args.target)
+    X, y, Xv, yv, data = load_data(spec, config, args.target)
     check_shapes(config, X, y, yv, spec, args.config)
     callbacks = []
     if not args.quiet:
@@ -102,7 +102,8 @@ def cmd_train(args) -> int:
         run, trainer, history = train_run(config, X, y, Xv, yv, args.root, resume=resume,
                                           overwrite=args.overwrite, epochs=args.epochs,
                                           callbacks=callbacks,
-                                          metadata={"data": spec, "data_target": args.target})
+                                          metadata={"data": spec, "data_target": args.target},
+                                          encoding=getattr(data, "encoding", None))
     except RunError as e:
         raise CommandError(_run_error_line(e, args)) from e
     except OSError as e:

@@ -27,6 +27,8 @@ class RunData:
     y_test: np.ndarray
     class_names: tuple[str, ...] | None
     source: str
+    #: How a CSV's rows became X (a TabularEncoding); None for a built-in data set.
+    encoding: object = None
 
     def evaluation(self) -> tuple[np.ndarray, np.ndarray, str]:
         """``(X, y, name)``: the test part when it has rows, else the validation part."""
@@ -105,7 +107,7 @@ def load_run_data(spec: str, regression: bool, seed: int, target: str | None = N
                                            val=val, test=0.0, seed=seed)
         names = None if ds.classes is None else tuple(str(c) for c in ds.classes)
         return RunData(ds.X_train, ds.y_train, ds.X_val, ds.y_val, ds.X_test, ds.y_test, names,
-                       spec)
+                       spec, ds.encoding)
     data = nn.datasets.load(spec)
     if isinstance(data, nn.datasets.GraphDataset):
         names = tuple(getattr(data, "target_names", ()) or ()) or None

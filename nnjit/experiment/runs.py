@@ -5,6 +5,7 @@
     runs/<id>/run.yaml           the RunConfig (its config_hash() is the id)
     runs/<id>/metadata.yaml      nnjit/numba/numpy/Python versions, platform, CPU, git commit
     runs/<id>/idps.csv           one row per epoch: epoch, lr, train/val loss and metrics, seconds
+    runs/<id>/encoding.json      a CSV run's TabularEncoding (column order, scaling, categories)
     runs/<id>/checkpoints/{first,q1,q2,q3,last,best}.nne
 
 Every file is rewritten after every epoch atomically (temporary file, fsync, ``os.replace``), in
@@ -12,8 +13,9 @@ the order ``idps.csv`` then checkpoints, so a process killed at any moment leave
 whose ``last.nne`` is at most one epoch behind ``idps.csv`` (resuming drops the extra row).
 ``last.nne`` holds the most recent epoch (so it is the warm-resume point after a crash), the
 quarter phases are saved at :meth:`Checkpoints.epoch` of the configured epoch count, ``best.nne``
-when the monitored metric improves. Each checkpoint records its 1-based ``epoch`` in its
-metadata.
+when the monitored metric improves. Each checkpoint records its 1-based ``epoch``, the run's
+config (``run_config``) and, for a CSV run, its encoding (``encoding``) in its metadata, so a
+checkpoint file alone rebuilds the model and encodes new rows (``nnjit predict``).
 
 A run that has trained is never restarted silently: :func:`train_run` on it raises
 :class:`RunExistsError` unless given ``resume=`` (continue from a checkpoint) or
@@ -358,6 +360,14 @@ class Run:
 
         return int(load_nne(self.checkpoint(phase)).metadata.get("epoch", 0))
 
+    def encoding(self):
+        """The run's :class:`~nnjit.data.tabular.TabularEncoding` (``encoding.json``), or None
+        when it was not trained on a table."""
+        from nnjit.data.tabular import TabularEncoding
+
+        path = self.path / "encoding.json"
+        return TabularEncoding.load(path) if path.is_file() else None
+
     def build_model(self):
         """A fresh (untrained) model from ``run.yaml`` (via :class:`Nets`)."""
         return self.config.model.build()
@@ -426,14 +436,20 @@ class RunCallback(Callback):
     Args:
         run: the :class:`Run`.
         start_epoch: epochs already done (when resuming); rows after it are dropped.
+        encoding: the run's TabularEncoding, stored in every checkpoint's metadata.
         monitor: metric for ``best.nne`` (default: ``run.config.train.monitor``, else
             ``val_loss`` when there is validation data, else ``train_loss``); its mode is
             ``run.config.train.mode``.
     """
 
     def __init__(self, run: Run, start_epoch: int = 0, monitor: str | None = None,
-                 per_batch: bool = False):
+                 per_batch: bool = False, encoding=None):
+        from nnjit.train.checkpoint import ENCODING, RUN_CONFIG
+
         self.run = run
+        self._metadata = {RUN_CONFIG: run.config.state()}
+        if encoding is not None:
+            self._metadata[ENCODING] = encoding.state()
         self.per_batch = bool(per_batch)
         self.start_epoch = int(start_epoch)
         self.monitor = monitor or run.config.train.monitor
@@ -501,12 +517,13 @@ class RunCallback(Callback):
     def _save(self, trainer, phase: Checkpoints, epoch: int) -> None:
         trainer.save_checkpoint(self.run.path / "checkpoints" / phase.filename,
                                 metadata={"epoch": epoch, "phase": phase.value,
-                                          "run": self.run.id})
+                                          "run": self.run.id, **self._metadata})
 
 
 def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
-              resume=None, overwrite: bool = False, epochs: int | None = None, callbacks=(), verbose=False,
-              name: str | None = None, log_batches: bool = False, metadata: dict | None = None):
+              resume=None, overwrite: bool = False, epochs: int | None = None, callbacks=(),
+              verbose=False, name: str | None = None, log_batches: bool = False,
+              metadata: dict | None = None, encoding=None):
     """Train ``config`` on the data as a run under ``root``; returns ``(run, trainer, history)``.
 
     ``X`` may be a :class:`nnjit.Graph` (with ``y=None``): a graph net (``Nets.GRAPH_*``) then
@@ -532,6 +549,10 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
         log_batches: also write a row per training batch to ``idps.csv``
             (:meth:`Run.batch_history`).
         metadata: extra entries for ``metadata.yaml``.
+        encoding: the :class:`~nnjit.data.tabular.TabularEncoding` that made ``X`` from a
+            table (``TabularDataset.encoding``): saved as ``encoding.json`` and in every
+            checkpoint, so new rows can be encoded the same way (``nnjit predict``). A resumed
+            run keeps its saved one (a different one is a ValueError).
 
     Raises:
         RunExistsError: the run exists and neither ``resume`` nor ``overwrite`` was given.
@@ -565,9 +586,20 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
                              "again: pass one of them")
         resume = Checkpoints.get(resume)
         _check_resumable(run, resume, target)
+    if encoding is not None:
+        encoding.state()  # a value JSON cannot store fails before anything is written
     if overwrite:
         run.clear()
+    if resume is not None and (run.path / "encoding.json").is_file():
+        saved = run.encoding()
+        if encoding is not None and encoding.state() != saved.state():
+            raise ValueError(f"train_run: the data's encoding (columns, scaling, categories) "
+                             f"differs from run {run.display}'s encoding.json: the table "
+                             "changed since the run started; train a new run")
+        encoding = saved
     run = Run.create(config, root, name=name, metadata=metadata)
+    if encoding is not None:
+        encoding.save(run.path / "encoding.json")
     trainer = run.build_trainer()
     start = run.resume(trainer, resume) if resume is not None else 0
     n = target - start
@@ -597,7 +629,8 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
     # checkpoints, so LAST holds their state after that epoch; the others run after the run's.
     callbacks = list(callbacks)
     stateful = [c for c in callbacks if _has_state(c)]
-    writer = RunCallback(run, start_epoch=start, monitor=tc.monitor, per_batch=log_batches)
+    writer = RunCallback(run, start_epoch=start, monitor=tc.monitor, per_batch=log_batches,
+                         encoding=encoding)
     trainer.fit(loader, epochs=start + n, initial_epoch=start, schedule_epochs=tc.epochs,
                 val=val, restore_best=tc.restore_best, verbose=verbose,
                 callbacks=[*extra, *stateful, writer,

@@ -16,6 +16,12 @@ RNG = "rng"
 FIT = "fit"
 CALLBACKS = "callbacks"
 
+#: Metadata keys of a run's checkpoints (nnjit.experiment.runs): the RunConfig's ``state()``,
+#: so a checkpoint alone rebuilds its model, and the TabularEncoding's ``state()`` of a run
+#: trained on a CSV, so it alone encodes new rows. Both are untrusted when read back.
+RUN_CONFIG = "run_config"
+ENCODING = "encoding"
+
 #: Scalars of the ``fit`` group (0-d float64 tensors), see docs/nne-format.md; with
 #: ``plateau`` (float64) and ``best_params`` (the arena dtype) they make ``Trainer.fit_state()``.
 FIT_SCALARS = ("epoch", "fit_step", "best", "best_epoch", "bad_epochs", "stopped", "lr",

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from nnjit.data.loader import DataLoader
-from nnjit.data.tabular import TabularDataset
+from nnjit.data.tabular import TabularDataset, TabularEncoding
 
 
 def _frame(n=200, seed=0):
@@ -63,7 +63,7 @@ def test_scaling_and_categories_use_training_rows_only():
                                   [["oslo", "paris", "rome"]].to_numpy(dtype=np.float32))
 
 
-def test_unseen_category_encodes_as_zeros():
+def test_unseen_category_zeros_in_the_split_an_error_in_new_rows():
     df = _frame(60)
     df.loc[[5], "city"] = "lima"                  # one row: in train for some seeds, not others
     for seed in range(50):
@@ -76,7 +76,10 @@ def test_unseen_category_encodes_as_zeros():
     part, rows = (ds.X_val, ds.val_rows) if 5 in ds.val_rows else (ds.X_test, ds.test_rows)
     np.testing.assert_array_equal(part[np.flatnonzero(rows == 5)[0], :3], 0)
     new = pd.DataFrame({"city": ["tokyo", "oslo"], "age": [30.0, 50.0]})
-    X = ds.transform(new)
+    with pytest.raises(ValueError, match=r"transform: column 'city' has the category 'tokyo' "
+                       r"\(row 0\), which the training rows did not have; known: 'oslo', "):
+        ds.transform(new)
+    X = ds.transform(new, unseen="zeros")
     np.testing.assert_array_equal(X[0, :3], 0)
     np.testing.assert_array_equal(X[1, :3], [1, 0, 0])
 
@@ -180,3 +183,79 @@ def test_transform_reproduces_every_part():
         ds.transform(df.drop(columns="plan"))
     with pytest.raises(ValueError, match="'age' was numeric in training"):
         ds.transform(df.assign(age=df["age"].astype(str)))
+
+
+def test_encoding_round_trips_through_json_and_scores_new_rows(tmp_path):
+    df = _frame(120)
+    ds = TabularDataset.from_dataframe(df, FEATURES, "label", seed=1)
+    path = tmp_path / "encoding.json"
+    ds.encoding.save(path)
+    assert not list(tmp_path.glob("*.tmp"))
+    loaded = TabularEncoding.load(path)
+    assert loaded.state() == ds.encoding.state()
+    assert loaded.feature_names == ds.feature_names and loaded.classes == ds.classes
+    # columns in another order, the target and an extra column present: the same X
+    new = df.iloc[ds.test_rows][["price", "label", *reversed(FEATURES)]].assign(id=1)
+    np.testing.assert_array_equal(loaded.transform(new), ds.X_test)
+    np.testing.assert_array_equal(loaded.decode_labels(ds.y_test), df["label"].iloc[ds.test_rows])
+    with pytest.raises(ValueError, match=r"transform: unknown columns \['city'\]"):
+        loaded.transform(new.drop(columns="city"))
+    with pytest.raises(ValueError, match="column 'plan' has the category 'platinum'"):
+        loaded.transform(new.assign(plan="platinum"))
+    regression = TabularDataset.from_dataframe(df, ["age", "city"], ["price", "income"],
+                                               task="regression").encoding
+    assert TabularEncoding.from_state(regression.state()).target == ("price", "income")
+
+
+def _state(**changes):
+    ds = TabularDataset.from_dataframe(_frame(60), ["age", "city"], "label")
+    state = ds.encoding.state()
+    state.update(changes)
+    return state
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"format": "other"}, "not an nnjit tabular encoding"),
+    ({"version": 2}, "of version 1"),
+    ({"task": "ranking"}, "task must be one of"),
+    ({"classes": []}, "classes must be a non-empty list"),
+    ({"classes": ["a", "a"]}, "classes repeat"),
+    ({"classes": [["nested"]]}, "class label must be a string"),
+    ({"target": 3.5}, "target name must be a string or an int"),
+    ({"columns": []}, "columns must be a non-empty list"),
+    ({"columns": [{"name": "age", "kind": "numeric", "mean": 1.0}]}, "missing \\['scale'\\]"),
+    ({"columns": [{"name": "age", "kind": "numeric", "mean": 1.0, "scale": 0.0}]},
+     "scale must be > 0"),
+    ({"columns": [{"name": "age", "kind": "numeric", "mean": "1", "scale": 1.0}]},
+     "mean must be a finite number"),
+    ({"columns": [{"name": "age", "kind": "numeric", "mean": 1e400, "scale": 1.0}]},
+     "mean must be a finite number"),
+    ({"columns": [{"name": "c", "kind": "categorical", "categories": ["x", "x"]}]},
+     "categories repeat"),
+    ({"columns": [{"name": "c", "kind": "image"}]}, "kind 'numeric' or 'categorical'"),
+    ({"columns": [{"name": "label", "kind": "categorical", "categories": ["x"]}]},
+     "both feature and target"),
+    ({"extra": 1}, "unexpected \\['extra'\\]"),
+])
+def test_encoding_from_state_rejects_bad_files(change, message):
+    with pytest.raises(ValueError, match=message):
+        TabularEncoding.from_state(_state(**change), "enc.json")
+
+
+def test_encoding_load_rejects_non_json_and_nan(tmp_path):
+    import json
+
+    path = tmp_path / "e.json"
+    state = _state()
+    state["columns"][0]["mean"] = float("nan")
+    path.write_text(json.dumps(state))  # Python's json writes NaN; the loader must refuse it
+    with pytest.raises(ValueError, match="e.json: not a JSON encoding file"):
+        TabularEncoding.load(path)
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(ValueError, match="not a JSON encoding file"):
+        TabularEncoding.load(path)
+    bad = TabularDataset.from_dataframe(
+        pd.DataFrame({"d": [pd.Timestamp(0)] * 4, "x": [1.0] * 4, "y": [0, 1] * 2}).astype(
+            {"d": object}), ["d", "x"], "y")
+    with pytest.raises(ValueError, match="cannot store the encoding: column 'd': category"):
+        bad.encoding.state()

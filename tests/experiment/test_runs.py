@@ -232,3 +232,36 @@ def test_per_batch_rows_in_idps(tmp_path):
     assert batches["batch"].tolist() == list(range(1, n_batches + 1)) * 3
     np.testing.assert_allclose(batches["train_loss"], trainer.batch_history_["train_loss"])
     assert list(history.columns) == list(IDPS_COLUMNS)  # epoch rows only, as without batches
+
+
+def test_a_table_runs_encoding_is_saved_in_the_folder_and_every_checkpoint(tmp_path):
+    from nnjit.data.tabular import TabularDataset, TabularEncoding
+    from nnjit.train.nne import load_nne
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"a": rng.normal(size=90), "color": rng.choice(["red", "blue"], 90),
+                       "kind": rng.choice(["x", "y", "z"], 90)})
+    ds = TabularDataset.from_dataframe(df, ["a", "color"], "kind", val=0.2, test=0)
+    cfg = RunConfig(model=ModelConfig(net=NetConfig(in_dim=3, out_dim=3, hidden_dims=(4,))),
+                    train=TrainConfig(epochs=3, batch_size=16, patience=None))
+    run, _, _ = train_run(cfg, ds.X_train, ds.y_train, ds.X_val, ds.y_val, tmp_path,
+                          encoding=ds.encoding)
+    assert run.encoding().state() == ds.encoding.state()
+    assert TabularEncoding.load(run.path / "encoding.json").classes == ("x", "y", "z")
+    for phase in run.saved_phases():
+        meta = load_nne(run.path / "checkpoints" / f"{phase}.nne").metadata
+        assert RunConfig.from_state(meta["run_config"]) == cfg
+        assert TabularEncoding.from_state(meta["encoding"]).state() == ds.encoding.state()
+    other = TabularDataset.from_dataframe(df.assign(a=df["a"] + 1), ["a", "color"], "kind",
+                                          val=0.2, test=0).encoding
+    with pytest.raises(ValueError, match="differs from run .*encoding.json"):
+        train_run(cfg, ds.X_train, ds.y_train, ds.X_val, ds.y_val, tmp_path,
+                  resume=Checkpoints.LAST, epochs=4, encoding=other)
+    _, _, history = train_run(cfg, ds.X_train, ds.y_train, ds.X_val, ds.y_val, tmp_path,
+                              resume=Checkpoints.LAST, epochs=4)  # keeps the saved encoding
+    assert len(history) == 4
+    assert "encoding" in load_nne(run.checkpoint(Checkpoints.LAST)).metadata
+    run, _, _ = train_run(cfg, ds.X_train, ds.y_train, ds.X_val, ds.y_val, tmp_path, epochs=1,
+                          overwrite=True)  # built-in data now: the stale encoding goes
+    assert run.encoding() is None
+    assert "encoding" not in load_nne(run.checkpoint(Checkpoints.LAST)).metadata
