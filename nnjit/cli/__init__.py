@@ -1,11 +1,12 @@
 """Command line of nnjit.
 
-``nnjit train CONFIG.yaml`` trains a run, ``nnjit runs list`` / ``nnjit runs show ID`` inspect
-runs, ``nnjit demo`` trains on built-in data (``--dataset cora``: a GCN), ``nnjit warmup``
-compiles the interpreter, ``nnjit report ID`` writes a run's HTML page, ``nnjit bench`` runs the
-benchmarks of a repository checkout. Paths are printed relative to the runs root. An expected
-failure prints one line on stderr and exits with status 2 (``nnjit --debug ...``: the
-traceback instead).
+``nnjit train CONFIG.yaml`` trains a run, ``nnjit predict ID --data new.csv --out pred.csv``
+predicts new rows with it, ``nnjit runs list`` / ``nnjit runs show ID`` inspect runs, ``nnjit
+demo`` trains on built-in data (``--dataset cora``: a GCN), ``nnjit warmup`` compiles the
+interpreter, ``nnjit report ID`` writes a run's HTML page, ``nnjit bench`` runs the benchmarks
+of a repository checkout. Paths are printed relative to the runs root. An expected failure
+prints one line on stderr and exits with status 2 (``nnjit --debug ...``: the traceback
+instead).
 """
 
 from __future__ import annotations
@@ -69,6 +70,22 @@ def build_parser() -> argparse.ArgumentParser:
                          help="train an existing run again from scratch (deletes its history "
                          "and checkpoints first)")
     p_train.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p_predict = sub.add_parser(
+        "predict", help="predict new CSV rows with a run's checkpoint",
+        description="Predict the rows of a CSV file with a checkpoint of a run trained on a CSV "
+        "(nnjit train --data FILE.csv): the model is rebuilt from the run config in the "
+        "checkpoint and the rows are encoded with the run's saved encoding (column order, "
+        "scaling, categories; other columns are ignored, an unseen category is an error). The "
+        "output has one row per input row, in order: predicted_<target> (the class label) and, "
+        "for classification, probability_<class> for each class.")
+    p_predict.add_argument("source", metavar="RUN_ID|CHECKPOINT.nne",
+                           help="a run id (under --root) or a run's .nne checkpoint file")
+    p_predict.add_argument("--data", required=True, metavar="FILE.csv", help="rows to predict")
+    p_predict.add_argument("--out", required=True, metavar="FILE.csv",
+                           help="where to write the predictions (replaced atomically)")
+    p_predict.add_argument("--checkpoint", choices=["best", "last", "first", "q1", "q2", "q3"],
+                           help="which checkpoint of a run id (default: best, else last)")
+    _root_option(p_predict)
     p_runs = sub.add_parser("runs", help="list runs or show one")
     runs_sub = p_runs.add_subparsers(dest="runs_command", required=True)
     p_list = runs_sub.add_parser("list", help="list the runs under the root")
@@ -83,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     # every argument after "bench", --help included, goes to python -m benchmarks (see _parse)
     sub.add_parser("bench", help="run the benchmarks of the repository checkout you are in "
                    "(python -m benchmarks [--quick] [--only NAMES] ...; nnjit bench --help)")
-    for leaf in (p_demo, p_warm, p_train, p_list, p_show, p_report):
+    for leaf in (p_demo, p_warm, p_train, p_predict, p_list, p_show, p_report):
         leaf.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                           help="show the traceback of an expected failure instead of one line")
     return parser
@@ -145,6 +162,10 @@ def _dispatch(args) -> int:
         from nnjit.cli.train import cmd_train
 
         return cmd_train(args)
+    if args.command == "predict":
+        from nnjit.cli.predict import cmd_predict
+
+        return cmd_predict(args)
     if args.command == "runs":
         from nnjit.cli.runs import cmd_runs
 

@@ -745,7 +745,8 @@ def _evaluation_figures(run: Run, data, class_names):
         try:
             loaded = run.load_data()
         except (OSError, ValueError) as e:
-            return ([], []), f"No confusion matrix or t-SNE: the run's data could not be loaded ({e})."
+            return ([], []), ("No confusion matrix or t-SNE: the run's data could not be "
+                              f"loaded ({e}).")
         if loaded is None:
             return ([], []), ("No confusion matrix or t-SNE: the run has no 'data' in run.yaml "
                               "(pass data=(X, y) to write_report).")
