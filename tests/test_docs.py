@@ -155,17 +155,10 @@ def nnjit_command() -> str:
     return found
 
 
-def train_config(config: Path, cwd: Path, cap: int = EPOCH_CAP, extra=()) -> tuple[str, Path]:
-    """``nnjit train CONFIG`` capped at ``cap`` epochs in ``cwd``; returns stdout and the one run
-    folder."""
-    import yaml
-
-    data = yaml.safe_load(config.read_text(encoding="utf-8"))
-    data.setdefault("train", {})["epochs"] = cap
-    capped = cwd / f"capped_{config.name}"
-    capped.write_text(yaml.safe_dump(data), encoding="utf-8")
-    out = subprocess.run([nnjit_command(), "train", str(capped), "--root", "runs", "--quiet",
-                          *extra], cwd=cwd, capture_output=True, text=True,
+def train_config(config: Path, cwd: Path, cap: int = EPOCH_CAP) -> tuple[str, Path]:
+    """``nnjit train CONFIG --epochs cap`` in ``cwd``; returns stdout and the one run folder."""
+    out = subprocess.run([nnjit_command(), "train", str(config), "--root", "runs", "--quiet",
+                          "--epochs", str(cap)], cwd=cwd, capture_output=True, text=True,
                          timeout=PAGE_TIMEOUT)
     assert out.returncode == 0, f"{config}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
     runs = [p for p in (cwd / "runs").iterdir() if p.is_dir()]
@@ -197,6 +190,10 @@ def test_yaml_block_trains_with_nnjit_train(block, tmp_path):
     print(f"{block.where}: {cap} epochs in {time.perf_counter() - start:.1f} s")
     assert 1 <= history_rows(run) <= cap
     assert f"run runs/{run.name}" in stdout
+    from nnjit.experiment import RunConfig
+
+    ran = RunConfig.from_yaml((run / "run.yaml").read_text(encoding="utf-8"))
+    assert ran == RunConfig.from_yaml(block.code), f"{block.where}: run.yaml differs"
 
 
 # --- bash: every command of the shell blocks --------------------------------------------------
