@@ -260,7 +260,10 @@ def test_every_page_has_its_blocks_found():
     assert ("README.md", "python") in languages
     assert ("experiments.md", "yaml") in languages
     assert ("gnn.md", "yaml") in languages
-    for page in PAGES:
-        text = page.read_text(encoding="utf-8")
-        assert text.count("```python") == sum(
-            1 for b in ALL_BLOCKS if b.page == page and b.language == "python"), page
+    for page in PAGES:  # an indented fence (e.g. in a list) would be missed: refuse it
+        words = re.findall(r"^[ \t]*```([A-Za-z]+)[ \t]*$", page.read_text(encoding="utf-8"),
+                           flags=re.M)
+        fenced = sorted(_LANGUAGES[w.lower()] for w in words if w.lower() in _LANGUAGES)
+        found = sorted(b.language for b in ALL_BLOCKS
+                       if b.page == page and b.language in _LANGUAGES.values())
+        assert fenced == found, page.name

@@ -131,3 +131,14 @@ def test_cora_gcn_config_matches_the_code_in_docs_gnn(tmp_path):
     assert config_accuracy >= 0.78 and code_accuracy >= 0.78, (config_accuracy, code_accuracy)
     assert abs(config_accuracy - code_accuracy) <= 0.02, (config_accuracy, code_accuracy)
     assert abs(history["val_accuracy"].max() - code["val_accuracy"].max()) <= 0.02
+
+
+def test_cora_gcn_yaml_is_the_config_in_docs_gnn():
+    """docs/gnn.md shows examples/cora_gcn.yaml: the two stay one config."""
+    from nnjit.experiment import RunConfig
+
+    page = (ROOT / "docs" / "gnn.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```yaml\n(.*?)^```", page, flags=re.M | re.S)
+    assert len(blocks) == 1
+    example = (ROOT / "examples" / "cora_gcn.yaml").read_text(encoding="utf-8")
+    assert RunConfig.from_yaml(blocks[0]) == RunConfig.from_yaml(example)
