@@ -43,8 +43,10 @@ class SafetensorsMismatchError(StateMismatchError):
             lines.append("  missing keys: " + ", ".join(repr(k) for k in missing))
         if unexpected:
             lines.append("  unexpected keys: " + ", ".join(repr(k) for k in unexpected))
-        lines.extend(f"  {name!r}: expected shape {exp}, got {got}" for name, exp, got in mismatched)
-        lines.extend(f"  {name!r}: expected dtype {exp}, got {got}" for name, exp, got in bad_dtypes)
+        lines.extend(f"  {name!r}: expected shape {exp}, got {got}"
+                     for name, exp, got in mismatched)
+        lines.extend(f"  {name!r}: expected dtype {exp}, got {got}"
+                     for name, exp, got in self.bad_dtypes)
         lines.extend(f"  {name!r}: holds NaN or infinite values" for name in self.nonfinite)
         ValueError.__init__(self, "\n".join(lines))
 

@@ -37,9 +37,14 @@ class Trace:
 
 def input_width(model: Module, input_shape, where: str) -> int:
     """The number of input features: from ``input_shape`` (``n``, ``(n,)`` or ``(batch, n)``; the
-    batch entry may be None and is ignored, the exported batch is dynamic) or else the
-    ``in_features`` of the model's first ``Linear`` in registration order."""
+    batch entry may be None and is ignored, the exported batch is dynamic), else the width the
+    model's trainer compiled it for, else the ``in_features`` of the model's first ``Linear`` in
+    registration order."""
     if input_shape is None:
+        trainer = model.__dict__.get("_trainer")
+        program = getattr(trainer, "program", None)
+        if program is not None and getattr(trainer, "_graph", None) is None:
+            return int(program.n_features)
         first = next((m for _, m in walk_modules(model) if isinstance(m, Linear)), None)
         if first is None:
             raise ValueError(f"{where}: {type(model).__name__} has no Linear layer to take the "
@@ -76,8 +81,13 @@ def trace_model(model: Module, n_features: int, dtype, where: str) -> Trace:
                 named.append((f"{path}.{name}" if path else name, p))
     tape.parameters(named)
     x = tape.input(n_features, "input")
-    with tape.recording():
-        out = model(x)
+    try:
+        with tape.recording():
+            out = model(x)
+    except ValueError as exc:
+        raise ValueError(f"{where}: tracing {type(model).__name__} on inputs of {n_features} "
+                         f"features failed ({exc}); if that is not the model's input width, pass "
+                         "input_shape=(None, n_features)") from exc
     if not isinstance(out, Tensor) or out.tape is not tape:
         raise TypeError(f"{where}: {type(model).__name__}.forward must return the output tensor "
                         f"of its last layer, got {type(out).__name__}")

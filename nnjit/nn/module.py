@@ -217,8 +217,8 @@ class Module:
         load_module(self, path)
 
     def save_safetensors(self, path) -> None:
-        """Write all parameters to a safetensors file with PyTorch's names and layouts
-        (``torch.nn.Sequential.load_state_dict`` reads it; needs ``pip install 'nnjit[export]'``)."""
+        """Write all parameters to a safetensors file with PyTorch's names and layouts, which
+        ``torch.nn.Module.load_state_dict`` reads (needs ``pip install 'nnjit[export]'``)."""
         from nnjit.export.safetensors_io import save_safetensors
 
         save_safetensors(self, path)
