@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 import nnjit as nn
-from nnjit.export import SafetensorsMismatchError
-from nnjit.export.safetensors_io import SafetensorsFileError
+from nnjit.export import SafetensorsFileError, SafetensorsMismatchError
 from tests.export.models import (
     ACTIVATION_PAIRS,
     assert_every_activation_covered,
