@@ -38,7 +38,8 @@ def deep_pair(dtype):
         width = 6
     ours += [nn.Dropout(0.5), nn.Linear(width, 3)]
     theirs += [torch.nn.Dropout(0.5), torch.nn.Linear(width, 3)]
-    theirs = torch.nn.Sequential(*theirs).to(torch.float64 if dtype == np.float64 else torch.float32)
+    theirs = torch.nn.Sequential(*theirs).to(
+        torch.float64 if dtype == np.float64 else torch.float32)
     return nn.Sequential(*ours), theirs.eval()
 
 
