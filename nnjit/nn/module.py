@@ -216,6 +216,39 @@ class Module:
 
         load_module(self, path)
 
+    def save_safetensors(self, path) -> None:
+        """Write all parameters to a safetensors file with PyTorch's names and layouts, which
+        ``torch.nn.Module.load_state_dict`` reads (needs ``pip install 'nnjit[export]'``)."""
+        from nnjit.export.safetensors_io import save_safetensors
+
+        save_safetensors(self, path)
+
+    def load_safetensors(self, path) -> None:
+        """Load parameters from a safetensors file with PyTorch's names and layouts (e.g. a
+        ``torch.nn.Sequential``'s ``state_dict`` saved by ``safetensors.torch.save_file``).
+
+        Names, shapes and dtypes are checked first and every mismatch is listed in one
+        :class:`~nnjit.export.SafetensorsMismatchError`; nothing changes unless all match.
+        """
+        from nnjit.export.safetensors_io import load_safetensors
+
+        load_safetensors(self, path)
+
+    def save_onnx(self, path, input_shape=None) -> None:
+        """Export this feed-forward model as ONNX (opset 17, dynamic batch): input ``"input"``,
+        output ``"output"``, the raw outputs as ``Trainer.predict_outputs`` gives them.
+
+        Args:
+            path: the ``.onnx`` file to write (atomically).
+            input_shape: ``(None, n_features)``; by default the first ``Linear``'s width.
+
+        Raises:
+            NotImplementedError: naming the layer, for graph layers and Python ops.
+        """
+        from nnjit.export.onnx_export import save_onnx
+
+        save_onnx(self, path, input_shape)
+
     def predict(self, X) -> np.ndarray:
         """The network's outputs for ``X`` (needs a trainer that compiled this model)."""
         if self._trainer is None:
