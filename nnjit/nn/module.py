@@ -305,8 +305,9 @@ class Module:
 
     def summary(self, input_shape=None, *, graph=None) -> None:
         """Print a table of the layers (Keras' ``model.summary()``): each module's dotted path,
-        type, output shape and parameter count, and the totals. :meth:`summary_str` returns
-        the same text.
+        type, output shape (``None`` is the batch dimension) and parameter count (its
+        sub-modules' included, so a container's row repeats its layers'), then the totals.
+        :meth:`summary_str` returns the same text.
 
         Args:
             input_shape: the input width (an int, or a shape whose last entry is the width);

@@ -15,28 +15,19 @@ _COLUMNS = ("Layer (path)", "Type", "Output shape", "Params")
 
 
 def summary_table(model, input_shape=None, graph=None) -> str:
-    """The text of :meth:`nnjit.nn.Module.summary` (see there)."""
+    """The text of :meth:`nnjit.nn.Module.summary` (see there): one row per module, below the
+    model, by dotted path; a module's count includes its sub-modules' parameters."""
     from nnjit.nn.module import walk_modules
 
     modules = walk_modules(model)
-    counted: set[int] = set()  # a shared parameter counts once, at its first module
-    own_counts = []
-    for _, module in modules:
-        n = 0
-        for p in module._parameters.values():
-            if id(p) not in counted:
-                counted.add(id(p))
-                n += p.size
-        own_counts.append(n)
-    total = sum(own_counts)
-
     shapes, note, input_desc = _traced_shapes(model, modules, input_shape, graph)
-    rows = []
-    for (path, module), n in zip(modules, own_counts):
-        if not path and not module._parameters:
-            continue  # the model itself: its row would only repeat its last layer's shape
-        rows.append((path or "(model)", type(module).__name__,
-                     shapes.get(id(module), "-") if shapes is not None else "-", f"{n:,}"))
+    rows = [(name, "Parameter", str(tuple(p.shape)), f"{p.size:,}")  # the model's own
+            for name, p in model._parameters.items()]
+    for path, module in modules[1:]:  # (the model itself is the totals)
+        count = sum(p.size for p in module.parameters())  # its layers' too, shared ones once
+        rows.append((path, type(module).__name__,
+                     shapes.get(id(module), "-") if shapes is not None else "-", f"{count:,}"))
+    total = model.num_parameters()
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
               for i, c in enumerate(_COLUMNS)]
 
@@ -47,8 +38,8 @@ def summary_table(model, input_shape=None, graph=None) -> str:
     width = sum(widths) + 2 * (len(widths) - 1)
     out = [f"Model: {type(model).__name__}", line(_COLUMNS), "-" * width]
     out += [line(r) for r in rows]
-    out += ["=" * width, f"Total params: {total:,}", f"Trainable params: {total:,}",
-            "Non-trainable params: 0"]
+    # every parameter trains (nnjit has no frozen ones), so both totals are the same
+    out += ["=" * width, f"Total params: {total:,}", f"Trainable params: {total:,}"]
     if input_desc:
         out.append(f"Input: {input_desc}")
     if note:
