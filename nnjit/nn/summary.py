@@ -50,8 +50,8 @@ def summary_table(model, input_shape=None, graph=None) -> str:
 def _input_width(modules, input_shape) -> int | None:
     if input_shape is not None:
         shape = (input_shape,) if isinstance(input_shape, (int, np.integer)) else tuple(input_shape)
-        if not shape or isinstance(shape[-1], bool) or not isinstance(shape[-1], (int, np.integer)) \
-                or shape[-1] < 1:
+        last = shape[-1] if shape else None
+        if isinstance(last, bool) or not isinstance(last, (int, np.integer)) or last < 1:
             raise ValueError(f"summary: input_shape must be a width >= 1 or a shape ending with "
                              f"one, got {input_shape!r}")
         return int(shape[-1])

@@ -338,4 +338,5 @@ def test_run_checkpoint_outputs_match_the_trainer(tmp_path):
                     train=TrainConfig(epochs=3, batch_size=16, seed=0, patience=None,
                                       restore_best=False))
     run, trainer, _ = train_run(cfg, X, y, X[:30], y[:30], tmp_path)
-    np.testing.assert_array_equal(run.checkpoint_outputs(X, Checkpoints.LAST), trainer.predict_outputs(X))
+    np.testing.assert_array_equal(run.checkpoint_outputs(X, Checkpoints.LAST),
+                                  trainer.predict_outputs(X))
