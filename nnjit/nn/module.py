@@ -196,10 +196,13 @@ class Module:
             symbolic = symbolic and isinstance(a, Symbolic)
         if not symbolic:
             self._check_init()
-            if tape is None and len(args) == 1:  # data, not a trace: run the compiled forward
-                return self._inference_trainer()._outputs(args[0], f"{type(self).__name__}(X)")
-            raise TypeError(MSG_DATA_CALL.format(cls=type(self).__name__, n=len(args)) if tape
-                            is None else MSG_ARRAY_IN_TRACE.format(cls=type(self).__name__))
+            cls = type(self).__name__
+            if tape is not None:
+                raise TypeError(MSG_ARRAY_IN_TRACE.format(cls=cls))
+            if len(args) != 1:
+                raise TypeError(MSG_DATA_CALL.format(cls=cls, n=len(args)))
+            # data, not a trace: the compiled forward
+            return self._inference_trainer()._outputs(args[0], f"{cls}(X)")
         if _takes_tape(type(self)):
             args = (tape,) + args
         owners = tape.owners
@@ -240,16 +243,12 @@ class Module:
         params = OrderedDict(self.named_parameters())
         missing = [n for n in params if n not in state]
         unexpected = [k for k in state if k not in params]
-        expected = {n: p.shape for n, p in params.items()
-                    if strict or n in state}
-        check_state(expected, state if strict else {k: state[k] for k in expected},
-                    where=where)
-        for name in expected:
-            p = params[name]
-            p.data[...] = np.asarray(state[name], dtype=p.data.dtype)
-        if strict:
-            return IncompatibleKeys([], [])
-        return IncompatibleKeys(missing, unexpected)
+        expected = {n: p.shape for n, p in params.items() if strict or n in state}
+        check_state(expected, state if strict else {k: state[k] for k in expected}, where=where)
+        arrays = {n: np.asarray(state[n], dtype=params[n].data.dtype) for n in expected}
+        for name, array in arrays.items():  # (converted first: a failure changes nothing)
+            params[name].data[...] = array
+        return IncompatibleKeys(missing, unexpected)  # (both empty after a strict load)
 
     def save_weights(self, path) -> None:
         """Write all parameters to a ``.nne`` file (atomically)."""

@@ -66,6 +66,10 @@ class Trainer:
         seed: seed of this trainer's RNG (shuffling, dropout); drawn from
             :func:`nnjit.set_seed`'s generator when omitted.
 
+    ``predict``, ``predict_proba``, ``predict_outputs`` and ``evaluate`` need no fit: the first
+    call lays the model out on its current weights (fresh, :meth:`Module.load_weights`,
+    :meth:`load_checkpoint`).
+
     Example:
         >>> trainer = Trainer(model, Adam(lr=0.01), CrossEntropyLoss())
         >>> history = trainer.fit(DataLoader(X, y, batch_size=16), epochs=100, val=(Xv, yv))
