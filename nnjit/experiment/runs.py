@@ -392,18 +392,14 @@ class Run:
 
     def checkpoint_outputs(self, X, phase=Checkpoints.BEST) -> np.ndarray:
         """The network outputs (logits for classification) of a checkpoint's weights on ``X``,
-        ``(len(X), out_dim)``: a model built from ``run.yaml``, compiled for ``X``, loaded."""
+        ``(len(X), out_dim)``: a model built from ``run.yaml`` with the checkpoint loaded."""
         trainer = self.build_trainer()
         from nnjit.data.full_batch import FullBatch
 
-        if isinstance(X, FullBatch):  # a graph: every node's outputs, then the mask's rows
-            trainer._graph_features(X, "Run.checkpoint_outputs", require_fitted=False)
-            trainer.load_checkpoint(self.checkpoint(phase))
-            return trainer.predict_outputs(X.graph)[X.mask]
-        X = np.ascontiguousarray(np.asarray(X).reshape(len(X), -1), dtype=trainer.dtype)
-        trainer._compile(X, None, max(1, min(len(X), 256)), "Run.checkpoint_outputs")
         trainer.load_checkpoint(self.checkpoint(phase))
-        return trainer.predict_outputs(X)
+        if isinstance(X, FullBatch):  # a graph: every node's outputs, then the mask's rows
+            return trainer.predict_outputs(X.graph)[X.mask]
+        return trainer.predict_outputs(np.asarray(X).reshape(len(X), -1))
 
     def load_data(self, target: str | None = None):
         """The run's data (:func:`nnjit.experiment.data.load_run_data`) from ``run.yaml``'s
