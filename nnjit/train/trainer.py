@@ -378,8 +378,7 @@ class Trainer:
         if callbacks and (verbose == 1 or verbose is True):
             from nnjit.train.builtin_callbacks import ProgressBar
 
-            if ProgressBar.default_enabled():  # a terminal: one bar over the epochs
-                callbacks.append(ProgressBar())
+            callbacks.append(ProgressBar())  # a bar (terminal, notebook) or a line now and then
         callbacks = CallbackList(callbacks) if callbacks else _NO_CALLBACKS
         if grad_clip_norm is not None and not (math.isfinite(grad_clip_norm)
                                                and grad_clip_norm > 0):
@@ -491,6 +490,18 @@ class Trainer:
                 callbacks.on_epoch_begin(self, epoch + 1)
             return keep_going
 
+        accum = (np.empty(program.n_params, self.dtype) if accumulation_steps > 1
+                 else _empty_1d(self.dtype))
+        data = (X, Y, Xv, Yv, perm)
+
+        def training():  # (read at the call: a callback may replace the optimizer state)
+            return (cfg, opt_hyper, self.optimizer.state, self._reg_spans, lr_table, plateau,
+                    accum)
+
+        if per_epoch or threaded:  # compile (a first run) before any progress clock starts
+            program.prepare(it.TASK_FIT, data, training(), state, self._best, history,
+                            self._empty(1), batch_log)
+
         self._set_training(True)
         self.stop_training = False
         self._callbacks = callbacks
@@ -501,17 +512,12 @@ class Trainer:
             callbacks.on_epoch_begin(self, initial_epoch + 1)
         status = None
         interrupted = False
-        accum = (np.empty(program.n_params, self.dtype) if accumulation_steps > 1
-                 else _empty_1d(self.dtype))
 
         def run():
             with single_threaded_blas():
-                return program.run(
-                    it.TASK_FIT, (X, Y, Xv, Yv, perm),
-                    (cfg, opt_hyper, self.optimizer.state, self._reg_spans, lr_table, plateau,
-                     accum),
-                    state, self._best, history, self._empty(1),
-                    on_pause=on_epoch if per_epoch else None, batch_log=batch_log)
+                return program.run(it.TASK_FIT, data, training(), state, self._best, history,
+                                   self._empty(1), on_pause=on_epoch if per_epoch else None,
+                                   batch_log=batch_log)
 
         try:
             if threaded:
@@ -960,7 +966,7 @@ class _StopRequest:
 def _show_rows(bar, trainer, history, state, shown: int) -> int:
     """Feed the history rows the compiled loop finished since ``shown`` to the progress bar."""
     done = int(state[it.ST_EPOCH])  # rows below it are complete (the row is written first)
-    if bar.bar is not None and done > shown:  # one bar update per poll, with the latest row
+    if bar.active and done > shown:  # one bar update per poll, with the latest row
         logs = dict(zip(it.HISTORY_COLUMNS, history[done - 1].tolist()))
         if not trainer.loss.is_classification:
             logs["train_accuracy"] = logs["val_accuracy"] = float("nan")
