@@ -26,7 +26,7 @@ from nnjit.kernels._jit import JIT_OPTIONS
 
 #: Cold compile time of each build, in seconds, as the notice states it ("about N s"): a fresh
 #: clone on the project machine (2-core AMD EPYC, numba 0.68), rounded up (see docs/performance.md).
-ESTIMATED_SECONDS = {"the training loop": 15, "the graph training loop": 30}
+ESTIMATED_SECONDS = {"the training loop": 15, "the graph training loop": 25}
 
 #: The command that compiles each build ahead of time, named in the notice ("" leaves it out,
 #: e.g. while that command itself runs).
@@ -35,6 +35,7 @@ WARMUP_COMMAND = {"the training loop": "nnjit warmup", "the graph training loop"
 
 _watched: dict[int, tuple[object, str, int]] = {}  # id(dispatcher) -> (dispatcher, what, arg)
 _started: dict[tuple, float] = {}  # (id(dispatcher), argument types) -> start time
+_compiled_seconds = [0.0]  # total over the watched compiles finished in this process
 
 
 def watch(dispatcher, what: str, dtype_arg: int) -> None:
@@ -43,6 +44,12 @@ def watch(dispatcher, what: str, dtype_arg: int) -> None:
     ``NUMBA_DISABLE_JIT=1``) is ignored."""
     if hasattr(dispatcher, "overloads"):
         _watched[id(dispatcher)] = (dispatcher, what, dtype_arg)
+
+
+def compile_seconds() -> float:
+    """Seconds this process spent compiling watched builds (0.0 when everything came from the
+    cache), e.g. to split a first fit's time into compiling and training."""
+    return _compiled_seconds[0]
 
 
 def enabled() -> bool:
@@ -102,9 +109,12 @@ class _Listener(numba_event.Listener):
         args = tuple(data.get("args") or ())
         start = _started.pop((id(dispatcher), args), None)
         # a failed compile adds no overload; numba's own error then tells the story
-        if start is None or args not in dispatcher.overloads or not enabled():
+        if start is None or args not in dispatcher.overloads:
             return
-        _say(end_message(time.perf_counter() - start))
+        seconds = time.perf_counter() - start
+        _compiled_seconds[0] += seconds
+        if enabled():
+            _say(end_message(seconds))
 
 
 numba_event.register("numba:compile", _Listener())

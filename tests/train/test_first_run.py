@@ -144,7 +144,9 @@ def test_the_notice_follows_numba_compiles_of_a_watched_function(capsys, monkeyp
         return values.max()
 
     compile_notice.watch(tiny, "a test function", 0)
+    before = compile_notice.compile_seconds()
     tiny(np.ones(3, np.float32))
+    assert compile_notice.compile_seconds() > before
     tiny(np.ones(4, np.float32))  # compiled already
     other(np.ones(3, np.float32))  # not watched
     err = capsys.readouterr().err.splitlines()
