@@ -24,9 +24,9 @@ from numba.core import event as numba_event
 
 from nnjit.kernels._jit import JIT_OPTIONS
 
-#: Cold compile time of each build, in seconds, as the notice states it ("about N s"): a fresh
-#: clone on the project machine (2-core AMD EPYC, numba 0.68), rounded up (see docs/performance.md).
-ESTIMATED_SECONDS = {"the training loop": 15, "the graph training loop": 25}
+#: Cold compile time of each build per dtype, in seconds, as the notice states it ("about N s"):
+#: a fresh clone on the project machine (2-core AMD EPYC, numba 0.68); see docs/performance.md.
+ESTIMATED_SECONDS = {"the training loop": 15, "the graph training loop": 20}
 
 #: The command that compiles each build ahead of time, named in the notice ("" leaves it out,
 #: e.g. while that command itself runs).
