@@ -1,16 +1,36 @@
-"""The command line, called in-process through ``nnjit.cli.main``."""
+"""The command line: the installed ``nnjit`` command in a subprocess (what a user runs), and
+``nnjit.cli.main`` in-process where only the output matters."""
 
 from __future__ import annotations
 
-import importlib.util
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+import nnjit
 from nnjit.cli import main
 from nnjit.experiment import ModelConfig, NetConfig, RunConfig, TrainConfig
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def nnjit_command(*args, cwd, timeout=300) -> subprocess.CompletedProcess:
+    """Run the installed ``nnjit`` console script (the one next to this Python) with this
+    checkout first on PYTHONPATH; returns the finished process (text stdout / stderr)."""
+    exe = shutil.which("nnjit", path=os.path.dirname(sys.executable)) or shutil.which("nnjit")
+    assert exe, "the nnjit console script is not installed (pip install -e .)"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [
+        p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    return subprocess.run([exe, *map(str, args)], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
 
 
 def _write_config(tmp_path, data=None, loss="cross_entropy", in_dim=4, out_dim=3):
@@ -23,7 +43,7 @@ def _write_config(tmp_path, data=None, loss="cross_entropy", in_dim=4, out_dim=3
 
 
 @pytest.mark.parametrize("argv", [[], ["train"], ["runs"], ["runs", "list"], ["runs", "show"],
-                                  ["bench"], ["report"], ["demo"], ["warmup"]])
+                                  ["report"], ["demo"], ["warmup"]])
 def test_help_everywhere(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main([*argv, "--help"])
@@ -46,10 +66,10 @@ def test_train_list_show(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "epochs: 4" in out and "last (epoch 4)" in out and "in_dim: 4" in out
     assert str(tmp_path) not in out
-    with pytest.raises(SystemExit, match="invalid run id"):
-        main(["runs", "show", "../etc", "--root", "runs"])
-    with pytest.raises(SystemExit, match="no run"):
-        main(["runs", "show", "abcdefabcdef", "--root", "runs"])
+    assert main(["runs", "show", "../etc", "--root", "runs"]) == 2
+    assert "nnjit runs show: invalid run id '../etc'" in capsys.readouterr().err
+    assert main(["runs", "show", "abcdefabcdef", "--root", "runs"]) == 2
+    assert "no run 'abcdefabcdef' in runs; runs: " in capsys.readouterr().err
 
 
 def test_train_from_csv_regression(tmp_path, capsys):
@@ -65,29 +85,71 @@ def test_train_from_csv_regression(tmp_path, capsys):
     assert "4 epochs" in out and "val_loss" in out and str(tmp_path) not in out
 
 
-def test_train_errors(tmp_path):
+def test_train_errors(tmp_path, capsys):
     path, _ = _write_config(tmp_path)
-    with pytest.raises(SystemExit, match="no data"):
-        main(["train", str(path), "--root", str(tmp_path)])
-    with pytest.raises(SystemExit, match="unknown dataset"):
-        main(["train", str(path), "--data", "nope", "--root", str(tmp_path)])
+    assert main(["train", str(path), "--root", str(tmp_path)]) == 2
+    assert "no data" in capsys.readouterr().err
+    assert main(["train", str(path), "--data", "nope", "--root", str(tmp_path)]) == 2
+    assert "unknown dataset" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text("model: {net: {in_dim: 0, out_dim: 2}}\n")
-    with pytest.raises(SystemExit, match="in_dim"):
-        main(["train", str(bad), "--data", "iris"])
+    assert main(["train", str(bad), "--data", "iris"]) == 2
+    assert "in_dim" in capsys.readouterr().err
+
+
+def test_version():
+    proc = nnjit_command("--version", cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.strip()
+    assert line.startswith(f"nnjit {nnjit.__version__} (numba ") and "Python 3." in line
+
+
+def test_train_epochs_option_stops_early_and_continues(tmp_path):
+    """--epochs N stops a new run after epoch N; with --resume it continues to epoch N."""
+    path, cfg = _write_config(tmp_path, data="iris")  # train.epochs 4
+    proc = nnjit_command("train", path, "--epochs", "2", "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"run runs/{cfg.config_hash()}: 2 epochs" in proc.stdout
+    proc = nnjit_command("train", path, "--resume", "last", "--epochs", "6", "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"run runs/{cfg.config_hash()}: 6 epochs" in proc.stdout
+    history = pd.read_csv(tmp_path / "runs" / cfg.config_hash() / "idps.csv")
+    assert history["epoch"].tolist() == [1, 2, 3, 4, 5, 6]
+    proc = nnjit_command("train", path, "--epochs", "0", cwd=tmp_path)
+    assert proc.returncode == 2 and "--epochs: expected an integer >= 1" in proc.stderr
+
+
+def _one_line_error(proc, *parts):
+    """The process failed as expected: exit 2, one line on stderr holding every part, no
+    traceback."""
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for part in parts:
+        assert part in proc.stderr, (part, proc.stderr)
+    return proc.stderr
+
+
+def test_train_again_refuses_resume_says_finished_overwrite_restarts(tmp_path):
+    path, cfg = _write_config(tmp_path, data="iris")  # 4 epochs: first 1, q1 1, q2 2, q3 3
+    run = tmp_path / "runs" / cfg.config_hash()
+    assert nnjit_command("train", path, "-q", cwd=tmp_path).returncode == 0
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    _one_line_error(nnjit_command("train", path, "--epochs", "2", cwd=tmp_path),
+                    f"nnjit train: run runs/{cfg.config_hash()} already exists (4 of 4 epochs "
+                    "done); pass --resume last (or best)", "or --overwrite")
+    _one_line_error(nnjit_command("train", path, "--resume", "last", cwd=tmp_path),
+                    "is finished (at epoch 4 of 4); to train on, pass --epochs M with M > 4")
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    proc = nnjit_command("train", path, "--overwrite", "--epochs", "1", "-q", cwd=tmp_path)
+    assert proc.returncode == 0 and ": 1 epochs" in proc.stdout, proc.stderr
+    assert sorted(p.stem for p in (run / "checkpoints").iterdir()) == ["best", "first", "last",
+                                                                      "q1"]
+    assert len(pd.read_csv(run / "idps.csv")) == 1
 
 
 def test_runs_list_empty(tmp_path, capsys):
     assert main(["runs", "list", "--root", str(tmp_path / "none")]) == 0
     assert "no runs" in capsys.readouterr().out
-
-
-def test_bench_without_benchmarks_package(monkeypatch, capsys):
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "benchmarks" else real(name, *a))
-    assert main(["bench"]) == 2
-    assert "not importable" in capsys.readouterr().err
 
 
 def test_report_html(tmp_path, capsys, monkeypatch):
@@ -101,8 +163,8 @@ def test_report_html(tmp_path, capsys, monkeypatch):
     assert page.count("plotly.js v") <= 2  # plotly.js inlined once (its banner)
     assert page.count("Plotly.newPlot") == 5 and "<table" in page and "val_loss" in page
     assert "src=\"https://cdn" not in page and len(page) > 1_000_000  # plotly.js inside
-    with pytest.raises(SystemExit, match="invalid run id"):
-        main(["report", "../x"])
+    assert main(["report", "../x"]) == 2
+    assert "nnjit report: invalid run id" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not __import__("os").path.exists("/usr/bin/chromium"),
@@ -123,14 +185,30 @@ def test_report_renders_in_chromium(tmp_path, monkeypatch):
     assert dom.count('class="point"') >= 23  # one t-SNE marker per validation row of Iris
 
 
-def test_bench_passes_every_argument_through(monkeypatch):
-    """``nnjit bench --quick --only gnn`` runs ``python -m benchmarks --quick --only gnn``."""
-    import subprocess
+@pytest.mark.parametrize("folder", [".", "docs"])
+def test_bench_runs_the_checkouts_benchmarks(folder):
+    """From the repository root or any folder below it, the installed command finds
+    benchmarks/ and passes every argument to python -m benchmarks (--help included)."""
+    proc = nnjit_command("bench", "--help", cwd=REPO / folder)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: python -m benchmarks" in proc.stdout and "--only ONLY" in proc.stdout
+    proc = nnjit_command("bench", "--only", "nope", cwd=REPO / folder)
+    assert proc.returncode == 2 and "unknown benchmark 'nope'; valid: core," in proc.stderr
 
-    calls = []
-    monkeypatch.setattr(subprocess, "call", lambda cmd: calls.append(cmd) or 0)
-    assert main(["bench", "--quick", "--only", "gnn"]) == 0
-    assert calls[0][1:] == ["-m", "benchmarks", "--quick", "--only", "gnn"]
+
+def test_bench_skipping_every_benchmark_runs_the_suite_to_its_summary():
+    from benchmarks.__main__ import BENCHMARKS
+
+    proc = nnjit_command("bench", "--skip", ",".join(BENCHMARKS), cwd=REPO / "nnjit")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("skipped (--skip)") == len(BENCHMARKS)
+
+
+def test_bench_outside_a_checkout_is_one_line(tmp_path):
+    proc = nnjit_command("bench", "--quick", cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(
+        f"nnjit bench: no nnjit repository checkout in {tmp_path.resolve()} or its parents")
 
 
 def test_demo_cora_trains_a_gcn(capsys):

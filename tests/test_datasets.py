@@ -393,6 +393,24 @@ def test_split_argument_errors(kwargs, exc, match):
         train_test_split(X, y, **kwargs)
 
 
+def test_split_accepts_scikit_learns_random_state():
+    X, y = np.arange(40.0)[:, None], np.array([0, 1] * 20)
+    for seed in (0, 7, np.random.default_rng(3)):
+        expected = train_test_split(X, y, 0.25, seed=seed if not hasattr(seed, "random")
+                                    else np.random.default_rng(3))
+        got = train_test_split(X, y, 0.25, random_state=seed)
+        for a, b in zip(expected, got):
+            np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(train_test_split(X, y, random_state=1)[1],
+                              train_test_split(X, y, random_state=2)[1])
+    with pytest.raises(TypeError, match="give seed or random_state"):
+        train_test_split(X, y, seed=1, random_state=1)
+    with pytest.raises(ValueError, match="seed"):
+        train_test_split(X, y, random_state=-1)
+    with pytest.raises(TypeError, match="scikit-learn's stratify=y"):
+        train_test_split(X, y, stratify=y)
+
+
 def test_split_shape_errors():
     with pytest.raises(ValueError, match="different lengths"):
         train_test_split(np.zeros((10, 2)), np.zeros(9))

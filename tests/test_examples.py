@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
+
+import numpy as np
+
+import nnjit as nn
+from nnjit.experiment import Checkpoints
 
 ROOT = pathlib.Path(__file__).parents[1]
 
@@ -35,3 +43,102 @@ def test_cora_gnn(tmp_path):
     accuracies = dict(re.findall(r"^(.+?): test accuracy ([0-9.]+)", stdout, flags=re.M))
     assert set(accuracies) == {"GCN", "GraphSAGE", "GAT", "GraphSAGE, neighbour-sampled"}
     assert all(float(a) >= 0.75 for a in accuracies.values()), stdout
+
+
+# --- the ready-to-run configs, through the installed nnjit command ----------------------------
+
+
+def nnjit_train(config, cwd):
+    """``nnjit train examples/CONFIG --quiet`` from a folder holding a copy of examples/ (as
+    from the repository root); returns the run."""
+    from nnjit.experiment.runs import Run
+
+    shutil.copytree(ROOT / "examples", cwd / "examples")
+    command = shutil.which("nnjit", path=os.pathsep.join([str(pathlib.Path(sys.executable).parent),
+                                                          os.environ.get("PATH", "")]))
+    assert command, "the nnjit console command is not installed next to this Python"
+    out = subprocess.run([command, "train", f"examples/{config}", "--quiet"], cwd=cwd,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    runs = Run.all(cwd / "runs")
+    assert len(runs) == 1 and f"run runs/{runs[0].id}" in out.stdout, out.stdout
+    return runs[0]
+
+
+def test_digits_mlp_config(tmp_path):
+    run = nnjit_train("digits_mlp.yaml", tmp_path)
+    history = run.history()
+    assert run.config.data == "digits" and run.config.model.net.in_dim == 64
+    assert 10 < len(history) <= 100
+    assert history["val_accuracy"].max() >= 0.95, history.tail()
+    assert run.checkpoint(Checkpoints.BEST).is_file()
+
+
+def test_tabular_csv_config(tmp_path):
+    run = nnjit_train("tabular_csv.yaml", tmp_path)
+    history = run.history()
+    assert run.config.data == "examples/iris.csv"
+    assert history["val_accuracy"].max() >= 0.85, history.tail()
+    data = run.load_data()  # the CSV again, split as nnjit train split it
+    assert data.class_names == ("setosa", "versicolor", "virginica")
+    assert len(data.X_train) + len(data.X_val) == 150
+
+
+def test_iris_csv_is_the_bundled_iris(tmp_path):
+    spec = importlib.util.spec_from_file_location("make_iris_csv",
+                                                  ROOT / "examples" / "make_iris_csv.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = (ROOT / "examples" / "iris.csv").read_text(encoding="utf-8")
+    assert text == module.iris_csv()  # the committed CSV is what the script writes
+    import pandas as pd
+
+    df = pd.read_csv(ROOT / "examples" / "iris.csv")
+    X, y = nn.datasets.load_iris()
+    np.testing.assert_allclose(df.iloc[:, :4].to_numpy(), X, atol=1e-6)
+    assert (df["species"].astype("category").cat.codes.to_numpy() == y).all()
+
+
+def test_cora_gcn_config_matches_the_code_in_docs_gnn(tmp_path):
+    """examples/cora_gcn.yaml trains the GCN that docs/gnn.md writes in code, to the same
+    result: all 200 epochs, the best validation epoch kept, the same test accuracy (+-0.02;
+    the two initialise their weights from different random streams)."""
+    from nnjit.data.full_batch import FullBatch
+    from nnjit.nn import functional as F
+
+    run = nnjit_train("cora_gcn.yaml", tmp_path)
+    history = run.history()
+    assert len(history) == 200, "the run stopped early: patience must be null"
+    graph = run.load_data().graph
+    outputs = run.checkpoint_outputs(FullBatch(graph, "test"), Checkpoints.BEST)
+    config_accuracy = float(np.mean(outputs.argmax(1) == graph.y[graph.test_mask]))
+
+    class GCN(nn.Module):  # docs/gnn.md's model, as written there
+        def __init__(self):
+            super().__init__()
+            self.conv1, self.conv2 = nn.GCNConv(1433, 16), nn.GCNConv(16, 7)
+            self.drop = nn.Dropout(0.5)
+
+        def forward(self, x, edges):
+            x = F.relu(self.conv1(self.drop(x), edges))
+            return self.conv2(self.drop(x), edges)
+
+    trainer = nn.Trainer(GCN(), nn.Adam(lr=0.01, weight_decay=5e-4), seed=0)
+    code = trainer.fit(graph, epochs=200, n_iter_no_change=None, monitor="val_accuracy",
+                       verbose=False)
+    code_accuracy = trainer.evaluate(graph, "test")["accuracy"]
+    assert len(code) == 200
+    assert config_accuracy >= 0.78 and code_accuracy >= 0.78, (config_accuracy, code_accuracy)
+    assert abs(config_accuracy - code_accuracy) <= 0.02, (config_accuracy, code_accuracy)
+    assert abs(history["val_accuracy"].max() - code["val_accuracy"].max()) <= 0.02
+
+
+def test_cora_gcn_yaml_is_the_config_in_docs_gnn():
+    """docs/gnn.md shows examples/cora_gcn.yaml: the two stay one config."""
+    from nnjit.experiment import RunConfig
+
+    page = (ROOT / "docs" / "gnn.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```yaml\n(.*?)^```", page, flags=re.M | re.S)
+    assert len(blocks) == 1
+    example = (ROOT / "examples" / "cora_gcn.yaml").read_text(encoding="utf-8")
+    assert RunConfig.from_yaml(blocks[0]) == RunConfig.from_yaml(example)

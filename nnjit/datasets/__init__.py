@@ -480,12 +480,17 @@ def _stratified_test_counts(
     return take
 
 
+_NOT_GIVEN = object()  # marks an argument the caller did not pass
+
+
 def train_test_split(
     X: Any,
     y: Any,
     test_size: float = 0.2,
     seed: int | None | np.random.Generator = 0,
     stratify: bool = True,
+    *,
+    random_state: Any = _NOT_GIVEN,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Shuffle and split ``X`` and ``y`` into train and test parts (pure NumPy).
 
@@ -504,6 +509,9 @@ def train_test_split(
         allow) the same proportion as in ``y``: class ``c`` with ``n_c`` samples gets
         ``floor`` or ``ceil`` of ``n_c * n_test / n_samples`` test samples, totals exact.
         Needs at least 2 samples per class.
+    random_state : int, None or numpy.random.Generator, keyword only
+        scikit-learn's name for ``seed``, accepted so that ``random_state=0`` works; give one
+        of the two.
 
     Returns
     -------
@@ -517,8 +525,14 @@ def train_test_split(
         Mismatched lengths, ``y`` not 1-D, fewer than 2 samples, a ``test_size`` that leaves
         an empty part, or (stratified) a class with a single sample.
     TypeError
-        ``test_size``, ``seed`` or ``stratify`` of the wrong type.
+        ``test_size``, ``seed`` or ``stratify`` of the wrong type, or both ``seed`` and
+        ``random_state`` given.
     """
+    if random_state is not _NOT_GIVEN:
+        if not (isinstance(seed, int) and not isinstance(seed, bool) and seed == 0):
+            raise TypeError("train_test_split: give seed or random_state (its scikit-learn "
+                            f"name), not both (seed={seed!r}, random_state={random_state!r})")
+        seed = random_state
     X = np.asarray(X)
     y = np.asarray(y)
     if X.ndim == 0:
@@ -531,7 +545,8 @@ def train_test_split(
     if n < 2:
         raise ValueError(f"need at least 2 samples to split, got {n}")
     if not isinstance(stratify, (bool, np.bool_)):
-        raise TypeError(f"stratify must be True or False, got {type(stratify).__name__}")
+        raise TypeError(f"stratify must be True or False, got {type(stratify).__name__} "
+                        "(True stratifies by y: scikit-learn's stratify=y)")
     n_test = _n_test(test_size, n)
     rng = _check_seed(seed)
 

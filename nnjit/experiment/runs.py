@@ -15,6 +15,10 @@ quarter phases are saved at :meth:`Checkpoints.epoch` of the configured epoch co
 when the monitored metric improves. Each checkpoint records its 1-based ``epoch`` in its
 metadata.
 
+A run that has trained is never restarted silently: :func:`train_run` on it raises
+:class:`RunExistsError` unless given ``resume=`` (continue from a checkpoint) or
+``overwrite=True`` (delete its history, report and checkpoints, then train from scratch).
+
 Example:
     >>> run, trainer, history = train_run(config, X, y, X_val, y_val, root="runs")
     >>> Run.load(run.id).history()
@@ -45,7 +49,8 @@ from nnjit.train.builtin_callbacks import (
 )
 from nnjit.train.callbacks import Callback
 
-__all__ = ["IDPS_BATCH_COLUMNS", "IDPS_COLUMNS", "Run", "RunCallback", "check_run_id", "train_run"]
+__all__ = ["IDPS_BATCH_COLUMNS", "IDPS_COLUMNS", "NoCheckpointError", "Run", "RunCallback",
+           "RunError", "RunExistsError", "RunFinishedError", "check_run_id", "train_run"]
 
 IDPS_COLUMNS = ("epoch", "lr", "train_loss", "train_accuracy", "val_loss", "val_accuracy",
                 "seconds")
@@ -54,6 +59,64 @@ IDPS_COLUMNS = ("epoch", "lr", "train_loss", "train_accuracy", "val_loss", "val_
 IDPS_BATCH_COLUMNS = ("epoch", "batch") + IDPS_COLUMNS[1:]
 _HASH_ID = re.compile(r"[0-9a-f]{12}")
 _NAME_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+#: What training writes in a run folder besides run.yaml and metadata.yaml: ``overwrite=True``
+#: removes exactly these (a user's own files in the folder stay).
+RUN_OUTPUTS = ("idps.csv", "report.html", "encoding.json")
+
+
+class RunError(Exception):
+    """A run cannot be trained as asked. ``run`` is the :class:`Run`."""
+
+    def __init__(self, message: str, run: Run):
+        super().__init__(message)
+        self.run = run
+
+
+class RunExistsError(RunError):
+    """``train_run`` without ``resume`` on a run that already trained ``epochs_done`` epochs:
+    pass ``resume=`` to continue it or ``overwrite=True`` to start it again."""
+
+    def __init__(self, run: Run, epochs_done: int):
+        super().__init__(f"train_run: run {run.display} already exists ({epochs_done} of "
+                         f"{run.config.train.epochs} epochs done): pass resume=Checkpoints.LAST "
+                         "(or BEST) to continue it, or overwrite=True to delete its history "
+                         "and checkpoints and train it again", run)
+        self.epochs_done = epochs_done
+
+
+class RunFinishedError(RunError, ValueError):
+    """Nothing to train: the resumed checkpoint is at ``epoch`` and the fit should stop at
+    ``target`` <= ``epoch``, or early stopping ended the run (``stopped_early``)."""
+
+    def __init__(self, run: Run, epoch: int, target: int, stopped_early: bool):
+        total = run.config.train.epochs
+        if stopped_early:
+            why = (f"early stopping ended it at epoch {epoch} of {total}; a new config (e.g. "
+                   "a larger train.patience) makes a new run")
+        else:
+            why = (f"it is at epoch {epoch} of {target}; pass epochs=M with M > {epoch} to "
+                   "train on")
+        super().__init__(f"train_run: nothing to train: run {run.display} is finished: {why}",
+                         run)
+        self.epoch, self.target, self.stopped_early = epoch, target, stopped_early
+
+
+class NoCheckpointError(RunError, FileNotFoundError):
+    """``resume=`` names a checkpoint the run has not written (yet)."""
+
+    def __init__(self, run: Run, phase: Checkpoints):
+        self.phase = phase
+        saved = run.saved_phases()
+        if not (run.path / "run.yaml").is_file():
+            state = "does not exist yet"
+        elif not saved:
+            state = "has no checkpoint yet (no epoch finished)"
+        else:
+            state = f"has no {phase.value} checkpoint (saved: {', '.join(saved)})"
+        super().__init__(f"train_run: cannot resume: run {run.display} {state}; train it "
+                         "without resume", run)
 
 
 def check_run_id(run_id) -> str:
@@ -163,13 +226,9 @@ class Run:
         if not isinstance(config, RunConfig):
             raise TypeError(f"Run.create: config must be a RunConfig, got "
                             f"{type(config).__name__}")
-        run_id = config.config_hash() if name is None else name
-        run = cls(root, run_id, config)
+        run = cls(root, config.config_hash() if name is None else name, config)
+        run._check_config()
         yaml_path = run.path / "run.yaml"
-        if yaml_path.exists():
-            existing = RunConfig.from_yaml(yaml_path.read_text(encoding="utf-8"))
-            if existing != config:
-                raise ValueError(f"run {run.display} already exists with another config")
         (run.path / "checkpoints").mkdir(parents=True, exist_ok=True)
         if not yaml_path.exists():
             atomic_write_text(yaml_path, config.to_yaml())
@@ -177,6 +236,37 @@ class Run:
                           yaml.safe_dump({**collect_metadata(), **(metadata or {})},
                                          sort_keys=False))
         return run
+
+    def _check_config(self) -> None:
+        """ValueError when the folder already holds a run of another config."""
+        yaml_path = self.path / "run.yaml"
+        if yaml_path.exists():
+            existing = RunConfig.from_yaml(yaml_path.read_text(encoding="utf-8"))
+            if existing != self.config:
+                raise ValueError(f"run {self.display} already exists with another config")
+
+    def epochs_done(self) -> int:
+        """Epochs the run has trained: ``last.nne``'s epoch, else the rows of ``idps.csv``
+        (0 for a new run)."""
+        try:
+            return self.checkpoint_epoch(Checkpoints.LAST)
+        except FileNotFoundError:
+            return len(self.history())
+
+    def saved_phases(self) -> list[str]:
+        """Names of the checkpoints saved so far (``["best", "first", "last", ...]``)."""
+        return [p.stem for p in sorted((self.path / "checkpoints").glob("*.nne"))]
+
+    def clear(self) -> None:
+        """Delete what training wrote (:data:`RUN_OUTPUTS` and the checkpoints); ``run.yaml``,
+        ``metadata.yaml`` and any other file stay."""
+        for name in RUN_OUTPUTS:
+            (self.path / name).unlink(missing_ok=True)
+        folder = self.path / "checkpoints"
+        if folder.is_dir():
+            for path in folder.iterdir():
+                if path.is_file() and (path.suffix == ".nne" or path.name.endswith(".tmp")):
+                    path.unlink()
 
     @classmethod
     def load(cls, run_id: str, root="runs") -> Run:
@@ -292,18 +382,14 @@ class Run:
 
     def checkpoint_outputs(self, X, phase=Checkpoints.BEST) -> np.ndarray:
         """The network outputs (logits for classification) of a checkpoint's weights on ``X``,
-        ``(len(X), out_dim)``: a model built from ``run.yaml``, compiled for ``X``, loaded."""
+        ``(len(X), out_dim)``: a model built from ``run.yaml`` with the checkpoint loaded."""
         trainer = self.build_trainer()
         from nnjit.data.full_batch import FullBatch
 
-        if isinstance(X, FullBatch):  # a graph: every node's outputs, then the mask's rows
-            trainer._graph_features(X, "Run.checkpoint_outputs", require_fitted=False)
-            trainer.load_checkpoint(self.checkpoint(phase))
-            return trainer.predict_outputs(X.graph)[X.mask]
-        X = np.ascontiguousarray(np.asarray(X).reshape(len(X), -1), dtype=trainer.dtype)
-        trainer._compile(X, None, max(1, min(len(X), 256)), "Run.checkpoint_outputs")
         trainer.load_checkpoint(self.checkpoint(phase))
-        return trainer.predict_outputs(X)
+        if isinstance(X, FullBatch):  # a graph: every node's outputs, then the mask's rows
+            return trainer.predict_outputs(X.graph)[X.mask]
+        return trainer.predict_outputs(np.asarray(X).reshape(len(X), -1))
 
     def load_data(self, target: str | None = None):
         """The run's data (:func:`nnjit.experiment.data.load_run_data`) from ``run.yaml``'s
@@ -415,7 +501,7 @@ class RunCallback(Callback):
 
 
 def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
-              resume=None, epochs: int | None = None, callbacks=(), verbose=False,
+              resume=None, overwrite: bool = False, epochs: int | None = None, callbacks=(), verbose=False,
               name: str | None = None, log_batches: bool = False, metadata: dict | None = None):
     """Train ``config`` on the data as a run under ``root``; returns ``(run, trainer, history)``.
 
@@ -428,13 +514,29 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
             order, scheduler position, early-stopping counters (the compiled rule's and
             :class:`EarlyStopping`'s) and the best weights come back, so 5 epochs then a resume
             for 5 more equals 10 epochs bit for bit (weights and ``idps.csv`` but ``seconds``).
-        epochs: epochs to train in this call (default: up to ``config.train.epochs`` in total).
-            The scheduler always spans ``config.train.epochs``.
+            Rows of ``idps.csv`` after that checkpoint's epoch are dropped.
+        overwrite: train an existing run again from scratch, first deleting its ``idps.csv``,
+            report, encoding and checkpoints. Without it (and without ``resume``), a run that
+            has trained any epoch is never touched: :class:`RunExistsError`.
+        epochs: the epoch to stop after, counting the epochs a resumed run already did
+            (default ``config.train.epochs``): ``epochs=5`` trains 5 epochs of a new run, or
+            continues a resumed run to epoch 5; more than ``config.train.epochs`` continues a
+            finished run. The scheduler always spans ``config.train.epochs`` and the quarter
+            checkpoints stay at its phases (the run's id is still its config's hash).
         callbacks: more callbacks. Those with a :meth:`~Callback.state` run before the run
             writes its checkpoints (so the checkpoints hold their state), the others after.
         log_batches: also write a row per training batch to ``idps.csv``
             (:meth:`Run.batch_history`).
         metadata: extra entries for ``metadata.yaml``.
+
+    Raises:
+        RunExistsError: the run exists and neither ``resume`` nor ``overwrite`` was given.
+        NoCheckpointError: ``resume`` names a checkpoint the run has not saved (yet).
+        RunFinishedError: ``resume`` on a run already at ``epochs`` (or at
+            ``config.train.epochs``), or ended by early stopping.
+        ValueError: the run's folder holds another config; both ``resume`` and ``overwrite``.
+
+    Nothing in the run folder changes before these checks pass.
 
     ``history`` is the whole run's ``idps.csv`` as a DataFrame. Early stopping follows
     ``config.train``: the trainer's compiled rule when the monitor is ``val_loss``,
@@ -443,15 +545,28 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
     from nnjit.data.loader import DataLoader
     from nnjit.train.trainer import MONITORS
 
-    run = Run.create(config, root, name=name, metadata=metadata)
+    if not isinstance(config, RunConfig):
+        raise TypeError(f"train_run: config must be a RunConfig, got {type(config).__name__}")
     tc = config.train
+    target = tc.epochs if epochs is None else _epochs(epochs)
+    run = Run(root, config.config_hash() if name is None else name, config)
+    run._check_config()
+    if resume is None:
+        done = run.epochs_done() if (run.path / "run.yaml").is_file() else 0
+        if done and not overwrite:
+            raise RunExistsError(run, done)
+    else:
+        if overwrite:
+            raise ValueError("train_run: resume= continues a run and overwrite=True starts it "
+                             "again: pass one of them")
+        resume = Checkpoints.get(resume)
+        _check_resumable(run, resume, target)
+    if overwrite:
+        run.clear()
+    run = Run.create(config, root, name=name, metadata=metadata)
     trainer = run.build_trainer()
     start = run.resume(trainer, resume) if resume is not None else 0
-    remaining = tc.epochs - start
-    n = remaining if epochs is None else int(epochs)
-    if n < 1:
-        raise ValueError(f"train_run: nothing to train: run {run.display} has {start} of "
-                         f"{tc.epochs} epochs done (pass epochs= to train more)")
+    n = target - start
     from nnjit.data.graph import Graph
 
     graph = X if isinstance(X, Graph) else None  # full batch, its masks (y and X_val unused)
@@ -487,6 +602,30 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
                 accumulation_steps=config.optimizer.accumulation_steps,
                 log_batches=log_batches, **kwargs)
     return run, trainer, run.history()
+
+
+def _check_resumable(run: Run, phase: Checkpoints, target: int) -> None:
+    """NoCheckpointError without that checkpoint; RunFinishedError when it is at or past
+    ``target`` or early stopping ended the run there."""
+    from nnjit.train.checkpoint import unpack_callbacks, unpack_fit
+    from nnjit.train.nne import load_nne
+
+    path = run.path / "checkpoints" / phase.filename
+    if not path.is_file():
+        raise NoCheckpointError(run, phase)
+    nne = load_nne(path)
+    epoch = int(nne.metadata.get("epoch", 0))
+    fit = unpack_fit(nne)
+    stopped = (fit is not None and fit["stopped"] == 1.0) or any(
+        int(state.get("stopped_epoch", 0) or 0) > 0 for state in unpack_callbacks(nne).values())
+    if stopped or epoch >= target:
+        raise RunFinishedError(run, epoch, target, stopped)
+
+
+def _epochs(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"train_run: epochs must be an int >= 1, got {value!r}")
+    return int(value)
 
 
 def _has_state(callback) -> bool:

@@ -10,17 +10,32 @@ from __future__ import annotations
 
 import inspect
 from collections import OrderedDict
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
 from nnjit.graph.tape import Symbolic, Tape, current_tape
 from nnjit.nn.parameter import Parameter
 
+MSG_DATA_CALL = (
+    "{cls} was called with {n} arguments: on data, call the model with one, an array of shape "
+    "(N, in_features), or a Graph for graph models (model(X) is model.predict(X))"
+)
+MSG_ARRAY_IN_TRACE = (
+    "{cls} was called on arrays while the model is being traced: forward must pass on the "
+    "tensors it receives (array data goes to model(X), model.predict(X) or Trainer.predict(X))"
+)
 MSG_NO_SUPER_INIT = (
     "{cls}.__init__ must call super().__init__() before assigning parameters or layers, "
     "so that they can be registered."
 )
+
+
+class IncompatibleKeys(NamedTuple):
+    """What :meth:`Module.load_state_dict` did not load (PyTorch's ``_IncompatibleKeys``)."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
 
 
 class Module:
@@ -161,6 +176,14 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must implement forward()")
 
     def __call__(self, *args):
+        """During a trace (``forward`` on symbolic tensors): record this module's ops.
+
+        On data, ``model(X)`` returns the raw outputs ``(N, out_features)`` of the compiled
+        forward, as :meth:`predict` does: in evaluation (dropout off, no gradients) whatever
+        ``model.training`` says, which stays as it is; PyTorch's
+        ``with torch.no_grad(): model.eval()(x)``. ``X`` is an ``(N, in_features)`` array, or a
+        :class:`~nnjit.data.graph.Graph` for graph models.
+        """
         # Runs once per module per trace; kept lean (it is most of a small model's set-up time).
         if args and type(args[0]) is Tape:
             tape, args = args[0], args[1:]
@@ -173,10 +196,13 @@ class Module:
             symbolic = symbolic and isinstance(a, Symbolic)
         if not symbolic:
             self._check_init()
-            raise TypeError(
-                f"{type(self).__name__} is called on symbolic tensors while a trainer traces "
-                "the model; to run it on data use Trainer.predict(X) or model.predict(X)"
-            )
+            cls = type(self).__name__
+            if tape is not None:
+                raise TypeError(MSG_ARRAY_IN_TRACE.format(cls=cls))
+            if len(args) != 1:
+                raise TypeError(MSG_DATA_CALL.format(cls=cls, n=len(args)))
+            # data, not a trace: the compiled forward
+            return self._inference_trainer()._outputs(args[0], f"{cls}(X)")
         if _takes_tape(type(self)):
             args = (tape,) + args
         owners = tape.owners
@@ -191,18 +217,38 @@ class Module:
         """Copies of all parameters by dotted name."""
         return OrderedDict((n, np.array(p.data, copy=True)) for n, p in self.named_parameters())
 
-    def load_state_dict(self, state, where: str = "state dict") -> None:
+    def load_state_dict(self, state, strict: bool = True, *,
+                        where: str = "state dict") -> IncompatibleKeys:
         """Copy arrays into the parameters, after checking names and shapes all at once.
 
+        Args:
+            state: ``{dotted_name: array}``, e.g. another model's :meth:`state_dict`.
+            strict: when True (default), every parameter must be in ``state`` and every key of
+                ``state`` must be a parameter. When False, the parameters named in ``state`` are
+                loaded and the others keep their values; missing and unexpected keys are
+                returned, not raised (PyTorch's ``strict=False``).
+            where: what ``state`` came from, named in errors (e.g. a file path).
+
+        Returns:
+            ``IncompatibleKeys(missing_keys, unexpected_keys)``, lists of names (both empty
+            after a strict load), as PyTorch returns.
+
         Raises:
-            StateMismatchError: listing every missing, unexpected and mis-shaped entry.
+            StateMismatchError: listing every mis-shaped entry (with ``strict=False`` too, as in
+                PyTorch) and, when strict, every missing and unexpected key. Nothing is loaded
+                then.
         """
         from nnjit.train.nne import check_state
 
         params = OrderedDict(self.named_parameters())
-        check_state({n: p.shape for n, p in params.items()}, state, where=where)
-        for name, p in params.items():
-            p.data[...] = np.asarray(state[name], dtype=p.data.dtype)
+        missing = [n for n in params if n not in state]
+        unexpected = [k for k in state if k not in params]
+        expected = {n: p.shape for n, p in params.items() if strict or n in state}
+        check_state(expected, state if strict else {k: state[k] for k in expected}, where=where)
+        arrays = {n: np.asarray(state[n], dtype=params[n].data.dtype) for n in expected}
+        for name, array in arrays.items():  # (converted first: a failure changes nothing)
+            params[name].data[...] = array
+        return IncompatibleKeys(missing, unexpected)  # (both empty after a strict load)
 
     def save_weights(self, path) -> None:
         """Write all parameters to a ``.nne`` file (atomically)."""
@@ -216,14 +262,99 @@ class Module:
 
         load_module(self, path)
 
+    def save_safetensors(self, path) -> None:
+        """Write all parameters to a safetensors file with PyTorch's names and layouts, which
+        ``torch.nn.Module.load_state_dict`` reads (needs ``pip install 'nnjit[export]'``)."""
+        from nnjit.export.safetensors_io import save_safetensors
+
+        save_safetensors(self, path)
+
+    def load_safetensors(self, path) -> None:
+        """Load parameters from a safetensors file with PyTorch's names and layouts (e.g. a
+        ``torch.nn.Sequential``'s ``state_dict`` saved by ``safetensors.torch.save_file``).
+
+        Names, shapes and dtypes are checked first and every mismatch is listed in one
+        :class:`~nnjit.export.SafetensorsMismatchError`; nothing changes unless all match.
+        """
+        from nnjit.export.safetensors_io import load_safetensors
+
+        load_safetensors(self, path)
+
+    def save_onnx(self, path, input_shape=None) -> None:
+        """Export this feed-forward model as ONNX (opset 17, dynamic batch): input ``"input"``,
+        output ``"output"``, the raw outputs as ``Trainer.predict_outputs`` gives them.
+
+        Args:
+            path: the ``.onnx`` file to write (atomically).
+            input_shape: ``(None, n_features)``; by default the first ``Linear``'s width.
+
+        Raises:
+            NotImplementedError: naming the layer, for graph layers and Python ops.
+        """
+        from nnjit.export.onnx_export import save_onnx
+
+        save_onnx(self, path, input_shape)
+
     def predict(self, X) -> np.ndarray:
-        """The network's outputs for ``X`` (needs a trainer that compiled this model)."""
-        if self._trainer is None:
-            raise RuntimeError(
-                f"{type(self).__name__}.predict() needs a compiled model: create "
-                "Trainer(model, optimizer, loss) (alias JITCompiler) and call fit() first"
-            )
-        return self._trainer.predict_outputs(X)
+        """The network's raw outputs for ``X`` (logits for a classifier), in evaluation mode.
+
+        Needs no fit: works on fresh initial weights, after :meth:`load_weights` or
+        :meth:`load_state_dict`, and after training. It runs the compiled forward of the
+        :class:`~nnjit.train.trainer.Trainer` that last laid this model out (the one that fit
+        it), or, when there is none, of an internal ``Trainer(model)`` made on the first call:
+        float32, no loss assumed (so raw outputs, never labels), seed 0 (it draws nothing from
+        :func:`nnjit.set_seed`'s generator). Dropout is off whatever ``model.training`` says,
+        which is left as it is. For class labels, probabilities, float64 or a loss, use
+        ``Trainer(model, loss=..., dtype=...).predict`` / ``predict_proba`` / ``evaluate``,
+        which need no fit either. ``model(X)`` is the same call.
+
+        Args:
+            X: ``(N, in_features)`` array, or a :class:`~nnjit.data.graph.Graph` (or
+                :class:`~nnjit.data.full_batch.FullBatch`) for graph models: every node's row.
+
+        Returns:
+            ``(N, out_features)`` array in the trainer's dtype.
+
+        Example:
+            >>> model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 3))
+            >>> model.load_weights("model.nne")
+            >>> logits = model.predict(X)
+        """
+        return self._inference_trainer()._outputs(X, f"{type(self).__name__}.predict")
+
+    def _inference_trainer(self):
+        """The trainer whose compiled forward ``predict`` and ``model(X)`` run (see predict)."""
+        trainer = self.__dict__.get("_trainer")
+        if trainer is None:  # it registers itself here once it lays the model out
+            from nnjit.losses import MSELoss
+            from nnjit.train.trainer import Trainer
+
+            if not self.parameters():
+                raise TypeError(f"{type(self).__name__} has no parameters: it runs on data only "
+                                "inside a model; call the model that contains it")
+            trainer = Trainer(self, loss=MSELoss(), seed=0)  # MSE: any output width
+        return trainer
+
+    def summary(self, input_shape=None, *, graph=None) -> None:
+        """Print a table of the layers (Keras' ``model.summary()``): each module's dotted path,
+        type, output shape (``None`` is the batch dimension) and parameter count (its
+        sub-modules' included, so a container's row repeats its layers'), then the totals.
+        :meth:`summary_str` returns the same text.
+
+        Args:
+            input_shape: the input width (an int, or a shape whose last entry is the width);
+                by default the first layer's ``in_features`` (``in_channels`` for graph
+                layers).
+            graph: for graph models, the :class:`~nnjit.data.graph.Graph` to trace on (output
+                shapes need it; without it, the table shows parameter counts only).
+        """
+        print(self.summary_str(input_shape, graph=graph))
+
+    def summary_str(self, input_shape=None, *, graph=None) -> str:
+        """The table :meth:`summary` prints, as a string."""
+        from nnjit.nn.summary import summary_table
+
+        return summary_table(self, input_shape, graph)
 
     # -- display -------------------------------------------------------------------------------
     def extra_repr(self) -> str:

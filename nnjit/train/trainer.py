@@ -66,6 +66,10 @@ class Trainer:
         seed: seed of this trainer's RNG (shuffling, dropout); drawn from
             :func:`nnjit.set_seed`'s generator when omitted.
 
+    ``predict``, ``predict_proba``, ``predict_outputs`` and ``evaluate`` need no fit: the first
+    call lays the model out on its current weights (fresh, :meth:`Module.load_weights`,
+    :meth:`load_checkpoint`).
+
     Example:
         >>> trainer = Trainer(model, Adam(lr=0.01), CrossEntropyLoss())
         >>> history = trainer.fit(DataLoader(X, y, batch_size=16), epochs=100, val=(Xv, yv))
@@ -98,6 +102,7 @@ class Trainer:
         self._cfg[it.C_DENSE_MODE] = dense_forward_mode()
         self._perm: np.ndarray | None = None
         self._pending_rng: np.ndarray | None = None
+        self._inference_layout = False  # the program was laid out by predict/evaluate, not fit
         self.stop_training = False  # a callback may set it to stop after the current epoch
         self._graph = None  # GraphStructure of the graph being trained on (graph models)
         self._graph_of = None  # what it was built for: the Graph, or (graph, fan-outs, batch)
@@ -136,12 +141,23 @@ class Trainer:
                             f"of its last layer, got {type(out).__name__}")
         return tape, x, out
 
-    def _compile(self, X: np.ndarray, y, max_batch: int, where: str):
-        """Trace and lay out the model if needed; return (X, Y) in the arena dtype."""
+    def _compile(self, X: np.ndarray, y, max_batch: int, where: str, *, inference: bool = False):
+        """Trace and lay out the model if needed; return ``y(n_outputs)`` (the targets in the
+        arena dtype), or None without ``y``.
+
+        An inference call (``inference=True``: predict, evaluate) lays out a program only when
+        there is none (or the graph changed) and otherwise runs on the one there is, whatever
+        batch size it holds. A fit or gradients call replaces a layout made for inference by the
+        one it would have made on a fresh trainer, so predicting first changes no bit of a fit.
+        """
         n_features = X.shape[1]
         program = self.program
-        if program is not None and self._graph is None:
-            self._check_feature_count(X, where)
+        if program is not None:
+            self._adopt_parameters()
+            if self._graph is None:
+                self._check_feature_count(X, where)
+            if inference and program.graph is self._graph:
+                return None if y is None else y(program.output_cols)
         n_outputs = program.output_cols if program is not None else None
         tape = None
         if n_outputs is None:
@@ -151,18 +167,23 @@ class Trainer:
         target_cols = Y.shape[1] if Y is not None else (
             program.target_cols if program is not None else (1 if self.loss.is_classification
                                                              and n_outputs > 1 else n_outputs))
+        replace_inference_layout = (program is not None and self._inference_layout
+                                    and not inference)
         if program is not None and (program.target_cols != target_cols
                                     or program.max_batch < max_batch
+                                    or (replace_inference_layout and program.max_batch != max_batch)
                                     or program.graph is not self._graph):
             tape = None
             program = None
         if program is None:
             if tape is None:
-                tape, x, out = self._trace(n_features, max(max_batch, self._max_batch()))
+                tape, x, out = self._trace(n_features, max_batch if self._inference_layout
+                                           else max(max_batch, self._max_batch()))
             target = tape.input(target_cols, "target")
             loss = self.loss.record(tape, out, target)
             program = Program(tape, x, target, out, loss, seed=self.seed)
             self._install(program)
+        self._inference_layout = inference  # a fit's layout stays one (and grows as fits need)
         return Y
 
     @property
@@ -184,6 +205,19 @@ class Trainer:
             program.rng[:] = old.rng
         elif self._pending_rng is not None:
             program.rng[:] = self._pending_rng
+        self._bind_parameters(program)
+        self.optimizer.build(program.n_params, self.dtype)
+        self._best = np.empty(program.n_params, dtype=self.dtype)
+        spans = self.regularizer.spans(self.param_spans) if self.regularizer else _NO_SPANS
+        if spans.dtype != np.int64 or not spans.flags.c_contiguous:  # (a custom regularizer)
+            spans = np.ascontiguousarray(spans, dtype=np.int64)
+        self._reg_spans = spans
+        self.program = program
+        self.model.__dict__["_trainer"] = self  # (as Module.__setattr__ would store it)
+
+    def _bind_parameters(self, program: Program) -> None:
+        """Copy the parameters' current values into ``program``'s arena and make each
+        ``p.data`` / ``p.grad`` a view of it."""
         self.param_spans = {}
         slots = program.slots.tolist()
         for name, p in self._named_params:
@@ -193,14 +227,17 @@ class Trainer:
             p.data = view
             p.grad = program.grads[off : off + rows * cols].reshape(view.shape)
             self.param_spans[name] = (off, rows * cols)
-        self.optimizer.build(program.n_params, self.dtype)
-        self._best = np.empty(program.n_params, dtype=self.dtype)
-        spans = self.regularizer.spans(self.param_spans) if self.regularizer else _NO_SPANS
-        if spans.dtype != np.int64 or not spans.flags.c_contiguous:  # (a custom regularizer)
-            spans = np.ascontiguousarray(spans, dtype=np.int64)
-        self._reg_spans = spans
-        self.program = program
-        self.model.__dict__["_trainer"] = self  # (as Module.__setattr__ would store it)
+
+    def _adopt_parameters(self) -> None:
+        """Take the parameters back into this program's arena when another trainer laid them out
+        since (a second Trainer of the model, ``model.predict`` or ``layer(X)`` on one of its
+        layers): every trainer runs on the parameters' current values, as in PyTorch."""
+        values = self.program.values
+        for _, p in self._named_params:
+            if p.data.base is not values:
+                self._bind_parameters(self.program)
+                self.model.__dict__["_trainer"] = self
+                return
 
     # -- data ------------------------------------------------------------------------------------
     @staticmethod
@@ -712,30 +749,37 @@ class Trainer:
         return history_frame(history[start:end], self.loss.is_classification, attrs)
 
     # -- inference -------------------------------------------------------------------------------
-    def _require_fitted(self, what: str) -> None:
-        if self.program is None:
-            raise RuntimeError(f"Trainer.{what}() called before fit(): the model is not compiled "
-                               "or trained yet; call fit() first")
+    # predict, predict_proba, predict_outputs and evaluate need no fit: the first call traces the
+    # model and lays it out (the forward of the same compiled build fit uses; no new compile) on
+    # the parameters' current values: fresh, loaded (load_weights, load_checkpoint) or trained.
 
-    def _graph_features(self, data, what: str, require_fitted: bool = True):
+    def _graph_features(self, data, what: str):
         """For a Graph (or its FullBatch): trace on it if needed and return the batch input;
         None for other data."""
         if isinstance(data, Graph):
             data = FullBatch(data)
         if not isinstance(data, FullBatch):
             return None
-        if require_fitted:
-            self._require_fitted(what)
         self._use_graph(data)
         X = data.features(self.dtype)
-        self._compile(X, None, data.batch_size, what)
+        self._compile(X, None, data.batch_size, what, inference=True)
         return X
 
-    def _check_X(self, X, what: str) -> np.ndarray:
-        self._require_fitted(what)
-        X = check_features(X, f"{what}: X")
-        self._check_feature_count(X, what)
-        return np.ascontiguousarray(X, dtype=self.dtype)
+    def _inference_input(self, data, what: str, targets=None) -> np.ndarray:
+        """``data`` (an array, a Graph or a FullBatch) as the batch input in the arena dtype, with
+        the model laid out for it if it is not yet; ``targets(n_outputs)``, when given, sets the
+        target width of a first layout (evaluate)."""
+        graph_x = self._graph_features(data, what)
+        if graph_x is not None:
+            return graph_x
+        X = np.ascontiguousarray(check_features(data, f"{what}: X"), dtype=self.dtype)
+        if self.program is None:
+            self._use_graph(None)
+            _refuse_graph_model(self.model, what)
+        else:
+            self._check_feature_count(X, what)
+        self._compile(X, targets, max(1, min(len(X), _INFERENCE_BATCH)), what, inference=True)
+        return X
 
     def _check_feature_count(self, X, where: str) -> None:
         """Reject X whose width differs from the compiled model's input, naming the first layer."""
@@ -762,17 +806,31 @@ class Trainer:
         return (cfg, self.optimizer.hyper_vector(), self.optimizer.state, self._reg_spans, none,
                 none, np.zeros(0, dtype=self.dtype))
 
-    def predict_outputs(self, X) -> np.ndarray:
-        """Raw network outputs ``(N, out_features)`` (logits for classification losses)."""
-        graph_x = self._graph_features(X, "predict")
-        X = graph_x if graph_x is not None else self._check_X(X, "predict")
+    def _outputs(self, data, what: str) -> np.ndarray:
+        """The raw outputs of ``data``; ``what`` (the method called) names it in errors."""
+        X = self._inference_input(data, what)
         out = np.empty((len(X), self.program.output_cols), dtype=self.dtype)
         self._run_simple(it.TASK_PREDICT, X, self._empty(self.program.target_cols), out)
         return out
 
+    def predict_outputs(self, X) -> np.ndarray:
+        """Raw network outputs ``(N, out_features)`` (logits for classification losses).
+
+        Needs no fit: the first call traces the model and lays it out for the parameters'
+        current values (fresh initial weights, :meth:`Module.load_weights`,
+        :meth:`load_checkpoint`, or a fit). Dropout is off (evaluation), whatever
+        ``model.training`` says; it is not changed.
+
+        Args:
+            X: ``(N, in_features)`` array, or a :class:`~nnjit.data.graph.Graph` /
+                :class:`~nnjit.data.full_batch.FullBatch` for graph models (every node's row).
+        """
+        return self._outputs(X, "predict_outputs")
+
     def predict(self, X) -> np.ndarray:
-        """Class indices for classification losses, raw outputs for regression."""
-        out = self.predict_outputs(X)
+        """Class indices for classification losses, raw outputs for regression (no fit needed;
+        see :meth:`predict_outputs`)."""
+        out = self._outputs(X, "predict")
         if self.loss.opcode == CrossEntropyLoss.opcode and out.shape[1] > 1:
             return np.argmax(out, axis=1)
         if self.loss.is_classification:  # binary logits: class 1 where the logit is positive
@@ -781,11 +839,12 @@ class Trainer:
         return out
 
     def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities (softmax for cross-entropy, sigmoid for binary cross-entropy)."""
+        """Class probabilities (softmax for cross-entropy, sigmoid for binary cross-entropy); no
+        fit needed (see :meth:`predict_outputs`)."""
         if not self.loss.is_classification:
-            raise ValueError(f"predict_proba needs a classification loss, not "
-                             f"{type(self.loss).__name__}")
-        logits = self.predict_outputs(X)
+            raise ValueError(f"predict_proba() needs a classification loss, but this trainer's "
+                             f"loss is {type(self.loss).__name__}; use predict() for its outputs")
+        logits = self._outputs(X, "predict_proba")
         proba = np.empty_like(logits)
         if self.loss.opcode == CrossEntropyLoss.opcode:
             kl.softmax_rows(logits, proba)
@@ -796,15 +855,17 @@ class Trainer:
     def evaluate(self, data, y=None) -> dict:
         """Mean loss (and accuracy for classification) on a DataLoader or ``(X, y)``, or on a
         graph's nodes: ``evaluate(graph, "test")`` (a mask name or bool array; every node when
-        omitted)."""
-        self._require_fitted("evaluate")
+        omitted). No fit needed (see :meth:`predict_outputs`)."""
         loader = (FullBatch(data, y) if isinstance(data, Graph)
                   else self._as_loader(data, y, "evaluate"))
-        graph_x = self._graph_features(loader, "evaluate")
-        X = graph_x if graph_x is not None else self._check_X(loader.X, "evaluate")
+        if isinstance(loader, FullBatch):
+            X = self._inference_input(loader, "evaluate")
+        else:
+            X = self._inference_input(loader.X, "evaluate",
+                                      lambda k: loader.targets(self.loss, k, self.dtype))
         Y = loader.targets(self.loss, self.program.output_cols, self.dtype)
         if Y.shape[1] != self.program.target_cols:
-            raise ValueError(f"evaluate: y has {Y.shape[1]} columns, the model was trained with "
+            raise ValueError(f"evaluate: y has {Y.shape[1]} columns, the model was laid out for "
                              f"{self.program.target_cols}")
         state = self._run_simple(it.TASK_EVALUATE, X, Y, self._empty(1))
         n = state[it.ST_VAL_N]
@@ -911,6 +972,19 @@ class Trainer:
 
 
 JITCompiler = Trainer
+
+_INFERENCE_BATCH = 256  # the largest batch a layout made for inference holds
+
+
+def _refuse_graph_model(model: Module, what: str) -> None:
+    """A graph model traced on a plain array fails deep in its forward: say what to pass."""
+    from nnjit.nn.gnn.base import MessagePassing
+
+    for path, module in walk_modules(model):
+        if isinstance(module, MessagePassing):
+            layer = f"{type(module).__name__} '{path}'" if path else type(module).__name__
+            raise ValueError(f"{what}: {type(model).__name__} is a graph model (layer {layer}); "
+                             "pass the Graph (or a FullBatch of it), not an array")
 
 #: ``state[ST_STOPPED]`` value of a stop request (Ctrl-C); early stopping writes 1.0. The
 #: compiled loop checks this field before every epoch, so the request is honoured once the

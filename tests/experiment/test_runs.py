@@ -18,7 +18,16 @@ from nnjit.experiment import (
     RunConfig,
     TrainConfig,
 )
-from nnjit.experiment.runs import IDPS_COLUMNS, Run, RunCallback, check_run_id, train_run
+from nnjit.experiment.runs import (
+    IDPS_COLUMNS,
+    NoCheckpointError,
+    Run,
+    RunCallback,
+    RunExistsError,
+    RunFinishedError,
+    check_run_id,
+    train_run,
+)
 from nnjit.train.callbacks import Callback
 
 
@@ -133,8 +142,62 @@ def test_resume_is_bit_identical(tmp_path):
     cols = [c for c in IDPS_COLUMNS if c != "seconds"]
     pd.testing.assert_frame_equal(hist_a[cols], hist_b[cols])
     assert run_b2.checkpoint_epoch(Checkpoints.LAST) == 10
-    with pytest.raises(ValueError, match="nothing to train"):
+    with pytest.raises(RunFinishedError, match="nothing to train.*at epoch 10 of 10"):
         train_run(cfg, X, y, Xv, yv, tmp_path / "b", resume=Checkpoints.LAST)
+
+
+def _files(folder):
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_an_existing_run_is_never_silently_restarted(tmp_path):
+    """Training a finished 8-epoch run again with epochs=2 used to leave 2 history rows, last /
+    best at epoch 2 and q2 / q3 from the old run: now it is refused, and overwrite=True starts
+    again from an empty folder."""
+    X, y, Xv, yv = _data()
+    cfg = _config(epochs=8)
+    run, _, _ = train_run(cfg, X, y, Xv, yv, tmp_path)
+    before = _files(run.path)
+    with pytest.raises(RunExistsError, match=r"already exists \(8 of 8 epochs done\).*resume="
+                       r".*overwrite=True") as info:
+        train_run(cfg, X, y, Xv, yv, tmp_path, epochs=2)
+    assert info.value.run.id == run.id and info.value.epochs_done == 8
+    assert _files(run.path) == before  # nothing touched, metadata.yaml included
+    with pytest.raises(ValueError, match="pass one of them"):
+        train_run(cfg, X, y, Xv, yv, tmp_path, resume=Checkpoints.LAST, overwrite=True)
+    (run.path / "notes.txt").write_text("mine")
+    run, _, history = train_run(cfg, X, y, Xv, yv, tmp_path, epochs=2, overwrite=True)
+    assert history["epoch"].tolist() == [1, 2]
+    assert run.saved_phases() == ["best", "first", "last", "q1"]  # no stale q2 / q3
+    assert run.checkpoint_epoch(Checkpoints.LAST) == 2 and run.epochs_done() == 2
+    assert (run.path / "notes.txt").read_text() == "mine"
+    # the 2-epoch run resumes to its configured 8 epochs, then further with epochs=
+    with pytest.raises(RunExistsError, match=r"\(2 of 8 epochs done\)"):
+        train_run(cfg, X, y, Xv, yv, tmp_path)
+    _, _, history = train_run(cfg, X, y, Xv, yv, tmp_path, resume=Checkpoints.LAST)
+    assert len(history) == 8
+    with pytest.raises(RunFinishedError, match="at epoch 8 of 8; pass epochs=M with M > 8"):
+        train_run(cfg, X, y, Xv, yv, tmp_path, resume="last")
+    _, _, history = train_run(cfg, X, y, Xv, yv, tmp_path, resume="last", epochs=9)
+    assert history["epoch"].tolist() == list(range(1, 10))
+
+
+def test_resume_needs_a_checkpoint(tmp_path):
+    X, y, Xv, yv = _data()
+    cfg = _config(epochs=4)
+    with pytest.raises(NoCheckpointError, match="cannot resume: run .* does not exist yet"):
+        train_run(cfg, X, y, Xv, yv, tmp_path, resume=Checkpoints.LAST)
+    assert not (tmp_path / cfg.config_hash()).exists()  # nothing created
+    Run.create(cfg, tmp_path)
+    with pytest.raises(NoCheckpointError, match="has no checkpoint yet"):
+        train_run(cfg, X, y, Xv, yv, tmp_path, resume=Checkpoints.LAST)
+    # a folder without any epoch is not an existing run: it trains without overwrite=
+    _, _, history = train_run(cfg, X, y, Xv, yv, tmp_path, epochs=1)
+    assert len(history) == 1
+    run, _, _ = train_run(_config(epochs=4, checkpoints=["last"]), X, y, Xv, yv, tmp_path)
+    with pytest.raises(NoCheckpointError, match=r"has no best checkpoint \(saved: last\)"):
+        train_run(run.config, X, y, Xv, yv, tmp_path, resume=Checkpoints.BEST, epochs=6)
 
 
 def test_run_create_rejects_other_config_in_same_folder(tmp_path):
@@ -155,6 +218,9 @@ def test_train_run_regression_with_early_stopping(tmp_path):
     assert 3 < len(history) < 200  # early stopping fired for regression
     assert run.checkpoint(Checkpoints.BEST).exists()
     assert RunCallback(run).monitor == "val_loss"
+    with pytest.raises(RunFinishedError, match="early stopping ended it at epoch") as info:
+        train_run(cfg, X[:60], y[:60], X[60:], y[60:], tmp_path, resume=Checkpoints.LAST)
+    assert info.value.stopped_early and info.value.epoch == len(history)
 
 
 def test_per_batch_rows_in_idps(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -125,3 +127,97 @@ def test_state_dict_round_trip():
     b.load_state_dict(a.state_dict())
     for (_, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters()):
         np.testing.assert_array_equal(pa.data, pb.data)
+
+
+def test_load_state_dict_strict_false_loads_what_matches():
+    a, b = Block(), Block()
+    state = a.state_dict()
+    del state["head.weight"]
+    state["extra.weight"] = np.zeros(3)
+    before = b.head.weight.data.copy()
+    result = b.load_state_dict(state, strict=False)
+    assert result.missing_keys == ["head.weight"]
+    assert result.unexpected_keys == ["extra.weight"]
+    missing, unexpected = result  # PyTorch's named tuple unpacks
+    assert (missing, unexpected) == (["head.weight"], ["extra.weight"])
+    np.testing.assert_array_equal(b.encoder[0].weight.data, a.encoder[0].weight.data)
+    np.testing.assert_array_equal(b.head.weight.data, before)  # missing: left as it was
+
+
+def test_load_state_dict_strict_reports_everything_and_returns_empty_keys():
+    from nnjit.train.nne import StateMismatchError
+
+    a, b = Block(), Block()
+    assert tuple(b.load_state_dict(a.state_dict())) == ([], [])
+    state = a.state_dict()
+    del state["head.weight"]
+    state["extra"] = np.zeros(1)
+    with pytest.raises(StateMismatchError, match=r"1 missing key, 1 unexpected key"):
+        b.load_state_dict(state)
+
+
+def test_load_state_dict_mis_shaped_is_an_error_even_when_not_strict():
+    from nnjit.train.nne import StateMismatchError
+
+    a, b = Block(), Block()
+    before = {n: p.data.copy() for n, p in b.named_parameters()}
+    state = a.state_dict()
+    state["head.weight"] = np.zeros((3, 6))
+    with pytest.raises(StateMismatchError, match=r"'head.weight': expected \(2, 6\), got \(3, 6\)"):
+        b.load_state_dict(state, strict=False)
+    for n, p in b.named_parameters():  # nothing loaded
+        np.testing.assert_array_equal(p.data, before[n])
+
+
+def test_summary_of_an_mlp(capsys):
+    model = Block()
+    text = model.summary_str()
+    lines = text.splitlines()
+    assert lines[0] == "Model: Block"
+    rows = [line.split() for line in lines[3:8]]
+    assert rows == [["encoder", "Sequential", "(None,", "6)", "94"],
+                    ["encoder.0", "Linear", "(None,", "8)", "40"],
+                    ["encoder.1", "Tanh", "(None,", "8)", "0"],
+                    ["encoder.2", "Linear", "(None,", "6)", "54"],
+                    ["head", "Linear", "(None,", "2)", "12"]]
+    assert lines[8].startswith("====")
+    top_level = [int(r[-1]) for r in rows if "." not in r[0]]
+    assert sum(top_level) == model.num_parameters()
+    assert f"Total params: {model.num_parameters():,}" in lines
+    assert f"Trainable params: {model.num_parameters():,}" in lines
+    assert "Input: (None, 4)" in lines  # the first Linear's in_features
+    assert model.summary() is None
+    assert capsys.readouterr().out == text + "\n"
+    assert "Input: (None, 4)" in model.summary_str(input_shape=(None, 4))
+    with pytest.raises(ValueError, match=r"summary: input_shape must be a width"):
+        model.summary_str(input_shape=(None, 0))
+
+
+def test_summary_of_a_gcn():
+    from nnjit.nn import functional as F
+
+    class GCN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.GCNConv(5, 16)
+            self.conv2 = nn.GCNConv(16, 3)
+
+        def forward(self, x, edges):
+            return self.conv2(F.relu(self.conv1(x, edges)), edges)
+
+    rng = np.random.default_rng(0)
+    graph = nn.Graph.from_arrays(rng.normal(size=(30, 5)), rng.integers(0, 30, (2, 60)),
+                                 rng.integers(0, 3, 30))
+    model = GCN()
+    counts = {n: p.size for n, p in model.named_parameters()}
+    text = model.summary_str(graph=graph)
+    assert re.search(r"^conv1 +GCNConv +\(30, 16\) +96$", text, re.M)
+    assert re.search(r"^conv1.lin +Linear +\(30, 16\) +80$", text, re.M)
+    assert re.search(r"^conv2 +GCNConv +\(30, 3\) +51$", text, re.M)
+    assert f"Total params: {model.num_parameters():,}" in text
+    assert "Input: a graph of 30 nodes with 5 features" in text
+    assert model.num_parameters() == sum(counts.values()) == 5 * 16 + 16 + 16 * 3 + 3
+    without = model.summary_str()  # no graph: counts only, and how to get the shapes
+    assert re.search(r"^conv1 +GCNConv +- +96$", without, re.M)
+    assert "pass graph=" in without
+    assert f"Total params: {model.num_parameters():,}" in without

@@ -132,13 +132,14 @@ def test_module_without_super_init():
         Broken()
 
 
-def test_predict_before_fit(data):
+def test_predict_before_fit_checks_its_input(data):
+    """Predicting needs no fit (tests/train/test_inference.py); bad X is still named."""
     X, _ = data
     trainer = nn.Trainer(Net())
-    with pytest.raises(RuntimeError, match=r"predict\(\) called before fit\(\)"):
-        trainer.predict(X)
-    with pytest.raises(RuntimeError, match=r"model.predict\(\)|Net.predict\(\) needs a compiled"):
-        Net().predict(X)
+    with pytest.raises(ValueError, match=r"predict: X contains NaN or inf"):
+        trainer.predict(np.full_like(X, np.nan))
+    with pytest.raises(ValueError, match=r"Net.predict: X has no features"):
+        Net().predict(X[:, :0])
 
 
 def test_load_weights_into_other_shape(tmp_path, data):

@@ -1,0 +1,154 @@
+"""Command line of nnjit.
+
+``nnjit train CONFIG.yaml`` trains a run, ``nnjit runs list`` / ``nnjit runs show ID`` inspect
+runs, ``nnjit demo`` trains on built-in data (``--dataset cora``: a GCN), ``nnjit warmup``
+compiles the interpreter, ``nnjit report ID`` writes a run's HTML page, ``nnjit bench`` runs the
+benchmarks of a repository checkout. Paths are printed relative to the runs root. An expected
+failure prints one line on stderr and exits with status 2 (``nnjit --debug ...``: the
+traceback instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from nnjit.cli.errors import CommandError, report
+
+__all__ = ["build_parser", "main", "version_text"]
+
+
+def version_text() -> str:
+    """``nnjit X (numba Y, numpy Z, Python W)``."""
+    import platform
+
+    import numba
+    import numpy
+
+    import nnjit
+
+    return (f"nnjit {nnjit.__version__} (numba {numba.__version__}, numpy {numpy.__version__}, "
+            f"Python {platform.python_version()})")
+
+
+def _root_option(parser) -> None:
+    parser.add_argument("--root", default="runs", help="runs root folder (default: runs)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from nnjit.cli.demo import DEMO_SETTINGS
+
+    parser = argparse.ArgumentParser(prog="nnjit", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=version_text())
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an expected failure instead of one line")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_demo = sub.add_parser("demo", help="train an MLP (or, on cora, a GCN) on bundled data")
+    p_demo.add_argument("--dataset", choices=sorted(DEMO_SETTINGS) + ["cora"], default="digits")
+    p_demo.add_argument("--epochs", type=int, default=None, help="default 100 (cora: 200)")
+    p_demo.add_argument("--seed", type=int, default=42)
+    p_warm = sub.add_parser("warmup", help="compile the interpreter once (float32 and float64)")
+    p_warm.add_argument("--graph", action="store_true",
+                        help="also compile the graph build (GNN layers, neighbour sampling)")
+    p_train = sub.add_parser("train", help="train a run from a RunConfig YAML file")
+    p_train.add_argument("config", help="RunConfig YAML file")
+    p_train.add_argument("--data", help="built-in data set name (iris, digits, "
+                         "olivetti_faces, cora) or a CSV path; default: the config's 'data'")
+    p_train.add_argument("--target", help="CSV target column (default: the last one)")
+    _root_option(p_train)
+    p_train.add_argument("--epochs", type=_positive_int, metavar="N",
+                         help="stop after epoch N (counting the epochs a resumed run already "
+                         "did; default: the config's train.epochs, which still sets the run id, "
+                         "the scheduler's span and the checkpoint phases)")
+    again = p_train.add_mutually_exclusive_group()
+    again.add_argument("--resume", choices=["last", "best"],
+                         help="continue the existing run from this checkpoint (its later "
+                         "history rows are dropped)")
+    again.add_argument("--overwrite", action="store_true",
+                         help="train an existing run again from scratch (deletes its history "
+                         "and checkpoints first)")
+    p_train.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p_runs = sub.add_parser("runs", help="list runs or show one")
+    runs_sub = p_runs.add_subparsers(dest="runs_command", required=True)
+    p_list = runs_sub.add_parser("list", help="list the runs under the root")
+    _root_option(p_list)
+    p_show = runs_sub.add_parser("show", help="show a run's config, metadata, history")
+    p_show.add_argument("id", help="run id")
+    _root_option(p_show)
+    p_report = sub.add_parser("report", help="write a run's self-contained HTML report")
+    p_report.add_argument("id", help="run id")
+    _root_option(p_report)
+    p_report.add_argument("-o", "--output", help="HTML file (default: <run>/report.html)")
+    # every argument after "bench", --help included, goes to python -m benchmarks (see _parse)
+    sub.add_parser("bench", help="run the benchmarks of the repository checkout you are in "
+                   "(python -m benchmarks [--quick] [--only NAMES] ...; nnjit bench --help)")
+    for leaf in (p_demo, p_warm, p_train, p_list, p_show, p_report):
+        leaf.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                          help="show the traceback of an expected failure instead of one line")
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = build_parser()
+    debug = False
+    while argv[:1] == ["--debug"]:
+        debug, argv = True, argv[1:]
+    if argv[:1] == ["bench"]:  # the rest belongs to python -m benchmarks (--quick, --help...)
+        return argparse.Namespace(command="bench", bench_args=argv[1:], debug=debug)
+    args = parser.parse_args(argv)
+    args.debug = args.debug or debug
+    return args
+
+
+def main(argv=None) -> int:
+    """Run the ``nnjit`` command line; returns the exit status."""
+    args = _parse(sys.argv[1:] if argv is None else list(argv))
+    try:
+        return _dispatch(args)
+    except CommandError as error:
+        if args.debug:
+            raise
+        return report(" ".join(filter(None, (args.command, getattr(args, "runs_command", None)))),
+                      error)
+
+
+def _dispatch(args) -> int:
+    if args.command == "demo":
+        from nnjit.cli.demo import demo, demo_graph
+
+        if args.dataset == "cora":
+            demo_graph(args.epochs or 200, args.seed)
+        else:
+            demo(args.dataset, args.epochs or 100, args.seed)
+        return 0
+    if args.command == "warmup":
+        from nnjit.cli.demo import warmup
+
+        warmup(args.graph)
+        return 0
+    if args.command == "train":
+        from nnjit.cli.train import cmd_train
+
+        return cmd_train(args)
+    if args.command == "runs":
+        from nnjit.cli.runs import cmd_runs
+
+        return cmd_runs(args)
+    if args.command == "report":
+        from nnjit.cli.runs import cmd_report
+
+        return cmd_report(args)
+    from nnjit.cli.bench import cmd_bench
+
+    return cmd_bench(args)

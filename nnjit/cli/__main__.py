@@ -1,0 +1,7 @@
+"""``python -m nnjit.cli`` is the ``nnjit`` command."""
+
+import sys
+
+from nnjit.cli import main
+
+sys.exit(main())

@@ -1,0 +1,105 @@
+"""``nnjit train CONFIG.yaml``: train (or resume) the run of a RunConfig on a data set or CSV."""
+
+from __future__ import annotations
+
+from nnjit.cli.errors import CommandError, os_error_line
+from nnjit.cli.runs import summary_line
+
+
+def load_config(path: str):
+    """The RunConfig of a YAML file, or a CommandError naming the file and what is wrong."""
+    import yaml
+
+    from nnjit.experiment import RunConfig
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as e:
+        raise CommandError(f"cannot read the config {path}: {e.strerror or e}; give the path "
+                           "of a RunConfig YAML file") from e
+    except UnicodeDecodeError as e:
+        raise CommandError(f"cannot read the config {path}: not UTF-8 text ({e.reason})") from e
+    try:
+        return RunConfig.from_yaml(text)
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise CommandError(f"invalid config {path}: not valid YAML{at}: {problem} (plain YAML "
+                           "only: no !!python tags)") from e
+    except (ValueError, TypeError) as e:
+        raise CommandError(f"invalid config {path}: {e}") from e
+
+
+def load_data(spec: str, config, target: str | None):
+    """(X_train, y_train, X_val, y_val, run data) from a built-in data set name or a CSV path."""
+    from nnjit.experiment.data import load_run_data
+
+    regression = not config.model.loss.builder().is_classification
+    try:
+        data = load_run_data(spec, regression, config.train.seed, target)
+    except FileNotFoundError as e:
+        raise CommandError(f"{e}; give a built-in data set name or an existing .csv file") from e
+    except (ValueError, TypeError) as e:
+        raise CommandError(f"cannot use the data {spec}: {e}") from e
+    except OSError as e:
+        raise CommandError(f"cannot read the data {spec}: {e.strerror or e}") from e
+    if hasattr(data, "graph"):  # a graph: full batch on its own train / val masks
+        return data.graph, None, None, None, data
+    return data.X_train, data.y_train, data.X_val, data.y_val, data
+
+
+def cmd_train(args) -> int:
+    from nnjit.experiment import Checkpoints
+    from nnjit.experiment.runs import RunError, train_run
+
+    config = load_config(args.config)
+    spec = args.data or config.data
+    if not spec:
+        raise CommandError("no data: set 'data' in the config or pass --data NAME|CSV")
+    X, y, Xv, yv, _ = load_data(spec, config, args.target)
+    callbacks = []
+    if not args.quiet:
+        from nnjit.train.builtin_callbacks import ProgressBar
+
+        callbacks.append(ProgressBar())
+    resume = Checkpoints.get(args.resume) if args.resume else None
+    try:
+        run, trainer, history = train_run(config, X, y, Xv, yv, args.root, resume=resume,
+                                          overwrite=args.overwrite, epochs=args.epochs,
+                                          callbacks=callbacks,
+                                          metadata={"data": spec, "data_target": args.target})
+    except RunError as e:
+        raise CommandError(_run_error_line(e, args)) from e
+    except OSError as e:
+        raise CommandError(f"{os_error_line(e, 'write')} (the runs root is {args.root}; pass "
+                           "--root with a folder you can write)") from e
+    print(f"run {run.display}: {len(history)} epochs")
+    if len(history):
+        print(summary_line(history))
+    return 0
+
+
+def _run_error_line(error, args) -> str:
+    """The CLI wording (its options, not train_run's arguments) of a RunError."""
+    from nnjit.experiment.runs import NoCheckpointError, RunExistsError, RunFinishedError
+
+    run = error.run
+    if isinstance(error, RunExistsError):
+        return (f"run {run.display} already exists ({error.epochs_done} of "
+                f"{run.config.train.epochs} epochs done); pass --resume last (or best) to "
+                "continue it, or --overwrite to delete its history and checkpoints and train "
+                "it again")
+    if isinstance(error, RunFinishedError):
+        if error.stopped_early:
+            return (f"run {run.display} is finished: early stopping ended it at epoch "
+                    f"{error.epoch} of {run.config.train.epochs}; change train.patience in the "
+                    "config for a new run, or pass --overwrite to train this one again")
+        return (f"run {run.display} is finished (at epoch {error.epoch} of {error.target}); "
+                f"to train on, pass --epochs M with M > {error.epoch} "
+                f"(e.g. --resume {args.resume} --epochs {2 * error.epoch})")
+    if isinstance(error, NoCheckpointError):
+        return (str(error).removeprefix("train_run: ").replace("train it without resume",
+                                                                "run nnjit train without --resume"))
+    return str(error)

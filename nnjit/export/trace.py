@@ -1,0 +1,94 @@
+"""Trace a feed-forward model on a fresh tape, without a trainer (what the exporters read).
+
+The same steps as ``Trainer._trace`` for a non-graph model: name every module by its dotted path,
+lay the parameters out first, then run ``forward`` once on a symbolic batch input. Nothing is
+compiled and no trainer is touched, so it works on a model that was never fitted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nnjit.graph.tape import Tape, Tensor
+from nnjit.nn.linear import Linear
+from nnjit.nn.module import Module, walk_modules
+
+#: Rows of the traced batch. Only shapes are recorded; an uncommon value keeps a parameter's row
+#: count from passing for the batch size by coincidence.
+TRACE_BATCH = 7
+
+
+@dataclass
+class Trace:
+    """A recorded forward pass: the tape, its input and output tensors, and the modules by path."""
+
+    tape: Tape
+    input: Tensor
+    output: Tensor
+    modules: dict[str, Module]
+
+    def layer(self, owner: str) -> str:
+        """``'path' (ClassName)`` for the module that recorded an op (for error messages)."""
+        module = self.modules.get(owner)
+        return f"'{owner}' ({type(module).__name__})" if module is not None else f"'{owner}'"
+
+
+def input_width(model: Module, input_shape, where: str) -> int:
+    """The number of input features: from ``input_shape`` (``n``, ``(n,)`` or ``(batch, n)``; the
+    batch entry may be None and is ignored, the exported batch is dynamic), else the width the
+    model's trainer compiled it for, else the ``in_features`` of the model's first ``Linear`` in
+    registration order."""
+    if input_shape is None:
+        trainer = model.__dict__.get("_trainer")
+        program = getattr(trainer, "program", None)
+        if program is not None and getattr(trainer, "_graph", None) is None:
+            return int(program.n_features)
+        first = next((m for _, m in walk_modules(model) if isinstance(m, Linear)), None)
+        if first is None:
+            raise ValueError(f"{where}: {type(model).__name__} has no Linear layer to take the "
+                             "input width from; pass input_shape=(None, n_features)")
+        return first.in_features
+    shape = (input_shape,) if isinstance(input_shape, (int, np.integer)) else input_shape
+    try:
+        shape = tuple(shape)
+    except TypeError:
+        shape = None
+    ok = shape is not None and len(shape) in (1, 2) and all(
+        d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0)
+        for d in shape) and shape[-1] is not None
+    if not ok:
+        raise ValueError(f"{where}: input_shape must be (batch, n_features) with batch None or a "
+                         f"positive int, or (n_features,), got {input_shape!r}")
+    return int(shape[-1])
+
+
+def trace_model(model: Module, n_features: int, dtype, where: str) -> Trace:
+    """Record ``model``'s forward pass on a ``(batch, n_features)`` input."""
+    if not isinstance(model, Module):
+        raise TypeError(f"{where}: expected an nnjit Module, got {type(model).__name__}")
+    model._check_init()
+    tape = Tape(dtype, TRACE_BATCH)
+    modules = {}
+    named, seen = [], set()
+    for path, module in walk_modules(model):
+        module.__dict__["_path"] = path  # as Trainer._trace: layers name their slots by path
+        modules[path or type(model).__name__] = module
+        for name, p in module._parameters.items():
+            if id(p) not in seen:
+                seen.add(id(p))
+                named.append((f"{path}.{name}" if path else name, p))
+    tape.parameters(named)
+    x = tape.input(n_features, "input")
+    try:
+        with tape.recording():
+            out = model(x)
+    except ValueError as exc:
+        raise ValueError(f"{where}: tracing {type(model).__name__} on inputs of {n_features} "
+                         f"features failed ({exc}); if that is not the model's input width, pass "
+                         "input_shape=(None, n_features)") from exc
+    if not isinstance(out, Tensor) or out.tape is not tape:
+        raise TypeError(f"{where}: {type(model).__name__}.forward must return the output tensor "
+                        f"of its last layer, got {type(out).__name__}")
+    return Trace(tape, x, out, modules)
