@@ -334,9 +334,12 @@ class Trainer:
                 ``"train_loss"`` (default without).
             restore_best: restore the best validated weights at the end.
             verbose: False/0 silent (and, without callbacks, the plain single compiled
-                call); True/1 a progress bar over the epochs when stderr is a terminal, and one
-                summary line; 2 one line per epoch. Without callbacks, a verbose fit runs its
-                single compiled call in a worker thread while the main thread draws the bar.
+                call); True/1 progress over the epochs on stderr (a tqdm bar in a terminal or
+                a notebook, else a line every few seconds; :class:`ProgressBar`), started after
+                the training loop is compiled, and one summary line; 2 one line per epoch.
+                Without callbacks, a verbose fit runs its single compiled call in a worker
+                thread while the main thread shows the progress. A first run's compile is
+                announced on stderr whatever ``verbose`` says (:mod:`nnjit.graph.compile_notice`).
                 Ctrl-C during a verbose or callback fit (in the main thread) stops training
                 after the current epoch: the history is kept, the best weights restored, the
                 callbacks (a run folder) finish, and ``fit`` returns with
