@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nnjit.graph import compile_notice
 from nnjit.graph import interpreter as it
 from nnjit.graph import status as st
 from nnjit.graph.arena import S_COLS, S_FLAGS, S_OFFSET, S_ROWS, SLOT_BATCH, layout
@@ -20,6 +21,9 @@ _LAYOUT_ORDER = (it.L_INPUT, it.L_TARGET, it.L_OUTPUT, it.L_LOSS_OP, it.L_N_PARA
                  it.L_MAX_BATCH)
 if _LAYOUT_ORDER != tuple(range(it.LAYOUT_WIDTH)):
     raise ImportError("nnjit.graph.program: the layout vector no longer matches the L_* fields")
+
+_VALUES_ARG = 4  # position of ``values`` (the arena, whose dtype names the build) in execute
+compile_notice.watch(it.execute, "the training loop", _VALUES_ARG)
 
 
 class Program:
@@ -88,7 +92,11 @@ class Program:
         if has_graph_ops:  # sampled batches build the self-loop CSR only when it is read
             self.gdata[G_WEIGHTS_READY] = 0  # a new arena: edge weights not computed yet
             self.gdata[G_NEED_LOOPS] = need_loops
-        self._execute = it.execute_graph if has_graph_ops else it.execute
+        if has_graph_ops:
+            self._execute = it._graph_build()  # (builds the dispatcher; compiled on first call)
+            compile_notice.watch(self._execute, "the graph training loop", _VALUES_ARG)
+        else:
+            self._execute = it.execute
         for slot, init in tape.constants.items():  # data the ops read: sparse feature values
             off, rows, cols = (int(v) for v in self.slots[slot, [S_OFFSET, S_ROWS, S_COLS]])
             self.values[off : off + rows * cols] = np.asarray(init, self.dtype).ravel()
@@ -128,6 +136,20 @@ class Program:
         return self.nodes[op_index].owner if 0 <= op_index < len(self.nodes) else ""
 
     # -- running -------------------------------------------------------------------------------
+    def _arguments(self, task, data, training, state, best, history, out, batch_log) -> tuple:
+        """The compiled loop's arguments, in ``execute``'s order."""
+        return (task, self.records, self.slots, self.hyper, self.values, self.grads, self.rng,
+                self.layout, *data, *training, state, best, history,
+                _NO_BATCH_LOG if batch_log is None else batch_log, out, self.gdata)
+
+    def prepare(self, task, data, training, state, best, history, out, batch_log=None) -> None:
+        """Compile (or load from the cache) the build that :meth:`run` with these arguments
+        needs, now: a caller starts its progress clock after this, not before the compile.
+        A first compile in the process prints one line on stderr (:mod:`.compile_notice`)."""
+        compile_notice.ensure_compiled(
+            self._execute, self._arguments(task, data, training, state, best, history, out,
+                                           batch_log))
+
     def run(self, task, data, training, state, best, history, out, on_pause=None,
             batch_log=None) -> int:
         """Call the compiled loop until the task is done, running Python ops and pauses.
@@ -142,12 +164,9 @@ class Program:
         Raises on divergence.
         """
         self.gdata[G_INPUT_LOADED] = 0  # the caller's X may differ from the last call's
+        args = self._arguments(task, data, training, state, best, history, out, batch_log)
         while True:
-            status, where = self._execute(
-                task, self.records, self.slots, self.hyper, self.values, self.grads,
-                self.rng, self.layout, *data, *training, state, best, history,
-                _NO_BATCH_LOG if batch_log is None else batch_log, out, self.gdata,
-            )
+            status, where = self._execute(*args)
             if status == st.YIELD_FORWARD or status == st.YIELD_BACKWARD:
                 self._run_python_op(status, int(where), state)
                 continue

@@ -16,6 +16,7 @@ import math
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -331,44 +332,89 @@ class ModelCheckpoint(Callback):
             self.best_path = Path(state["best_path"]) if state.get("best_path") else None
 
 
+def in_notebook() -> bool:
+    """Whether this code runs in a Jupyter kernel: tqdm.autonotebook's rule (IPython imported and
+    its shell started by ``IPKernelApp``), without importing IPython or tqdm."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    try:
+        shell = ipython.get_ipython()
+        return shell is not None and "IPKernelApp" in shell.config
+    except Exception:  # an IPython without get_ipython or a shell without config
+        return False
+
+
 class ProgressBar(Callback):
-    """One tqdm bar over the epochs showing loss, val_loss, a metric and lr.
+    """Progress over the epochs, showing loss, val_loss, a metric and lr: a tqdm bar in a terminal
+    or a notebook, and plain lines elsewhere (CI logs, pipes, files), where a redrawn bar would
+    only pile up carriage returns.
+
+    Its clock starts in ``on_train_begin``, which :meth:`Trainer.fit` calls after compiling the
+    training loop, so rates and times left do not count a first run's compile.
 
     Args:
-        verbose: 0 disables it; 1 shows it; ``None`` (default) shows it only when ``file``
-            (default ``sys.stderr``) is a terminal.
+        verbose: 0 disables it; 1 or ``None`` (default) shows it.
         total: number of epochs (default: read from the trainer when training starts).
-        file: where the bar is drawn.
+        file: where it writes (default ``sys.stderr``).
         leave: keep the bar when training ends.
+        style: ``"auto"`` (default): a bar when ``file`` is a terminal or the code runs in a
+            Jupyter kernel (``tqdm.auto`` then draws its notebook widget), else lines;
+            ``"bar"`` or ``"lines"`` to choose.
+        interval: line style: seconds between two lines (the first and the last epoch always
+            get one).
     """
 
+    STYLES = ("auto", "bar", "lines")
+
     def __init__(self, verbose: int | None = None, total: int | None = None, file=None,
-                 leave: bool = True):
+                 leave: bool = True, style: str = "auto", interval: float = 5.0):
+        if style not in self.STYLES:
+            raise ValueError(f"ProgressBar: style must be one of {', '.join(self.STYLES)}, "
+                             f"got {style!r}")
+        interval = float(interval)
+        if not interval >= 0:
+            raise ValueError(f"ProgressBar: interval must be a number of seconds >= 0, "
+                             f"got {interval!r}")
         self.file = file
-        stream = file if file is not None else sys.stderr
-        if verbose is None:
-            verbose = 1 if self.default_enabled(stream) else 0
-        self.enabled = bool(verbose)
+        self.enabled = verbose is None or bool(verbose)
         self.total, self.leave = total, leave
-        self.bar = None
+        self.style, self.interval = style, interval
+        self.bar = None  # the tqdm bar or the line writer while training
 
     @staticmethod
     def default_enabled(stream=None) -> bool:
-        """Whether the bar is on by default: only when ``stream`` (stderr) is a terminal."""
+        """Whether ``style="auto"`` draws a bar: ``stream`` (default stderr) is a terminal, or
+        this is a Jupyter kernel. Otherwise it writes lines."""
         stream = sys.stderr if stream is None else stream
         try:
-            return bool(stream.isatty())
+            if stream.isatty():
+                return True
         except (AttributeError, ValueError):
-            return False
+            pass
+        return in_notebook()
+
+    @property
+    def active(self) -> bool:
+        """True between ``on_train_begin`` and ``on_train_end`` when it shows anything."""
+        return self.bar is not None
 
     def on_train_begin(self, trainer, logs=None):
         if not self.enabled:
             return
+        logs = logs or {}
+        total = self.total or logs.get("epochs")
+        initial = logs.get("initial_epoch", 0)
+        style = self.style
+        if style == "auto":
+            style = "bar" if self.default_enabled(self.file) else "lines"
+        if style == "lines":
+            self.bar = _Lines(total, initial, self.file, self.interval)
+            return
         from tqdm.auto import tqdm
 
-        total = self.total or (logs or {}).get("epochs")
-        self.bar = tqdm(total=total, initial=(logs or {}).get("initial_epoch", 0), unit="epoch",
-                        file=self.file, leave=self.leave, dynamic_ncols=True)
+        self.bar = tqdm(total=total, initial=initial, unit="epoch", file=self.file,
+                        leave=self.leave, dynamic_ncols=True)
 
     def on_epoch_end(self, trainer, epoch, logs):
         self.advance(1, logs)
@@ -392,6 +438,58 @@ class ProgressBar(Callback):
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+class _Lines:
+    """ProgressBar's line style, with tqdm's ``set_postfix`` / ``update`` / ``close``: one line
+    ``epoch 5/100: loss=..., val_loss=..., lr=... (1.2 s, 4.1 epoch/s, about 23 s left)`` for the
+    first epoch, then at most one per ``interval`` seconds, and one for the last epoch shown."""
+
+    clock = staticmethod(time.monotonic)  # (a test may give an instance a fake clock)
+
+    def __init__(self, total, initial: int, file, interval: float):
+        self.total, self.initial, self.n = total, initial, initial
+        self.file, self.interval = file, interval
+        self.start = self.clock()
+        self.last_time, self.last_n = self.start, initial
+        self.post: dict = {}
+
+    def set_postfix(self, post: dict, refresh: bool = False) -> None:
+        self.post = post
+
+    def update(self, epochs: int) -> None:
+        self.n += epochs
+        now = self.clock()
+        if (self.last_n == self.initial or now - self.last_time >= self.interval
+                or self.n == self.total):
+            self._write(now)
+
+    def close(self) -> None:
+        if self.n != self.last_n:
+            self._write(self.clock(), final=True)
+
+    def line(self, now: float, final: bool = False) -> str:
+        total = f"/{self.total}" if self.total else ""
+        values = ", ".join(f"{k}={v}" for k, v in self.post.items())
+        elapsed, done = now - self.start, self.n - self.initial
+        timing = f"{elapsed:.1f} s"
+        if done > 0 and elapsed > 0:
+            rate = done / elapsed
+            timing += f", {rate:.3g} epoch/s" if rate < 1000 else f", {rate:.0f} epoch/s"
+            if self.total and self.n < self.total and not final:  # (not after early stopping)
+                left = math.ceil((self.total - self.n) / rate)
+                timing += (f", about {left} s left" if left < 120
+                           else f", about {round(left / 60)} min left")
+        return f"epoch {self.n}{total}: {values} ({timing})" if values else \
+            f"epoch {self.n}{total} ({timing})"
+
+    def _write(self, now: float, final: bool = False) -> None:
+        self.last_time, self.last_n = now, self.n
+        try:
+            print(self.line(now, final), file=self.file if self.file is not None else sys.stderr,
+                  flush=True)
+        except (OSError, ValueError):  # a closed stream must not break the fit
+            pass
 
 
 def _numeric_logs(logs: dict) -> dict[str, float]:

@@ -334,9 +334,12 @@ class Trainer:
                 ``"train_loss"`` (default without).
             restore_best: restore the best validated weights at the end.
             verbose: False/0 silent (and, without callbacks, the plain single compiled
-                call); True/1 a progress bar over the epochs when stderr is a terminal, and one
-                summary line; 2 one line per epoch. Without callbacks, a verbose fit runs its
-                single compiled call in a worker thread while the main thread draws the bar.
+                call); True/1 progress over the epochs on stderr (a tqdm bar in a terminal or
+                a notebook, else a line every few seconds; :class:`ProgressBar`), started after
+                the training loop is compiled, and one summary line; 2 one line per epoch.
+                Without callbacks, a verbose fit runs its single compiled call in a worker
+                thread while the main thread shows the progress. A first run's compile is
+                announced on stderr whatever ``verbose`` says (:mod:`nnjit.graph.compile_notice`).
                 Ctrl-C during a verbose or callback fit (in the main thread) stops training
                 after the current epoch: the history is kept, the best weights restored, the
                 callbacks (a run folder) finish, and ``fit`` returns with
@@ -415,8 +418,7 @@ class Trainer:
         if callbacks and (verbose == 1 or verbose is True):
             from nnjit.train.builtin_callbacks import ProgressBar
 
-            if ProgressBar.default_enabled():  # a terminal: one bar over the epochs
-                callbacks.append(ProgressBar())
+            callbacks.append(ProgressBar())  # a bar (terminal, notebook) or a line now and then
         callbacks = CallbackList(callbacks) if callbacks else _NO_CALLBACKS
         if grad_clip_norm is not None and not (math.isfinite(grad_clip_norm)
                                                and grad_clip_norm > 0):
@@ -528,6 +530,18 @@ class Trainer:
                 callbacks.on_epoch_begin(self, epoch + 1)
             return keep_going
 
+        accum = (np.empty(program.n_params, self.dtype) if accumulation_steps > 1
+                 else _empty_1d(self.dtype))
+        data = (X, Y, Xv, Yv, perm)
+
+        def training():  # (read at the call: a callback may replace the optimizer state)
+            return (cfg, opt_hyper, self.optimizer.state, self._reg_spans, lr_table, plateau,
+                    accum)
+
+        if per_epoch or threaded:  # compile (a first run) before any progress clock starts
+            program.prepare(it.TASK_FIT, data, training(), state, self._best, history,
+                            self._empty(1), batch_log)
+
         self._set_training(True)
         self.stop_training = False
         self._callbacks = callbacks
@@ -538,17 +552,12 @@ class Trainer:
             callbacks.on_epoch_begin(self, initial_epoch + 1)
         status = None
         interrupted = False
-        accum = (np.empty(program.n_params, self.dtype) if accumulation_steps > 1
-                 else _empty_1d(self.dtype))
 
         def run():
             with single_threaded_blas():
-                return program.run(
-                    it.TASK_FIT, (X, Y, Xv, Yv, perm),
-                    (cfg, opt_hyper, self.optimizer.state, self._reg_spans, lr_table, plateau,
-                     accum),
-                    state, self._best, history, self._empty(1),
-                    on_pause=on_epoch if per_epoch else None, batch_log=batch_log)
+                return program.run(it.TASK_FIT, data, training(), state, self._best, history,
+                                   self._empty(1), on_pause=on_epoch if per_epoch else None,
+                                   batch_log=batch_log)
 
         try:
             if threaded:
@@ -1034,7 +1043,7 @@ class _StopRequest:
 def _show_rows(bar, trainer, history, state, shown: int) -> int:
     """Feed the history rows the compiled loop finished since ``shown`` to the progress bar."""
     done = int(state[it.ST_EPOCH])  # rows below it are complete (the row is written first)
-    if bar.bar is not None and done > shown:  # one bar update per poll, with the latest row
+    if bar.active and done > shown:  # one bar update per poll, with the latest row
         logs = dict(zip(it.HISTORY_COLUMNS, history[done - 1].tolist()))
         if not trainer.loss.is_classification:
             logs["train_accuracy"] = logs["val_accuracy"] = float("nan")

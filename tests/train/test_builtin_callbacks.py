@@ -150,12 +150,16 @@ def test_model_checkpoint_every_n_and_best(tmp_path):
 def test_progress_bar(tmp_path):
     X, y = _regression()
     out = io.StringIO()
-    bar = ProgressBar(verbose=1, file=out)
+    bar = ProgressBar(verbose=1, file=out, style="bar")
     _reg_trainer().fit((X, y), epochs=3, val=(X, y), n_iter_no_change=None, verbose=False,
                        callbacks=[bar])
     text = out.getvalue()
-    assert "3/3" in text and "val_loss=" in text and "lr=" in text
-    assert ProgressBar(file=io.StringIO()).enabled is False  # not a terminal: off by default
+    assert "3/3" in text and "val_loss=" in text and "lr=" in text and "\r" in text
+    lines = io.StringIO()  # not a terminal: plain lines by default (tests/train/test_first_run)
+    _reg_trainer().fit((X, y), epochs=3, val=(X, y), n_iter_no_change=None, verbose=False,
+                       callbacks=[ProgressBar(file=lines)])
+    text = lines.getvalue()
+    assert "\r" not in text and text.splitlines()[-1].startswith("epoch 3/3: loss=")
     silent = ProgressBar(verbose=0)
     _reg_trainer().fit((X, y), epochs=2, verbose=False, callbacks=[silent])
     assert silent.bar is None
