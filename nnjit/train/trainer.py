@@ -1090,7 +1090,7 @@ def _summary_line(history: pd.DataFrame, patience: int, tol: float) -> str:
     if history.empty:
         return "fit: no epoch completed"
     last = history.iloc[-1]
-    text = (f"fit: {len(history)} epochs in {history['seconds'].sum():.3f} s "
+    text = (f"fit: {len(history)} epochs of compiled training in {history['seconds'].sum():.3f} s "
             f"({history.attrs['stop_reason']}); final loss {last['train_loss']:.4f}")
     best = history.attrs.get("best_epoch")
     monitor = history.attrs.get("monitor")

@@ -128,7 +128,7 @@ def test_a_warm_cache_says_nothing_and_the_demo_writes_lines_without_a_terminal(
     assert all(epochs), out.stderr
     epochs = [int(m.group(1)) for m in epochs]
     assert epochs == sorted(epochs) and epochs[-1] == 3, out.stderr
-    assert "fit: 3 epochs in" in out.stdout
+    assert "fit: 3 epochs of compiled training in" in out.stdout
 
 
 def test_the_notice_follows_numba_compiles_of_a_watched_function(capsys, monkeypatch):
