@@ -550,6 +550,9 @@ class Trainer:
             if carried is not None:
                 self._load_callback_states(callbacks, carried)
             callbacks.on_epoch_begin(self, initial_epoch + 1)
+        # From here the live state is the fit state: checkpoints written during this fit (and a
+        # later fit(initial_epoch=...)) carry it and the callbacks' states, not the loaded ones.
+        self._resume = None
         status = None
         interrupted = False
 
@@ -592,7 +595,6 @@ class Trainer:
         if callbacks:  # (building the logs costs pandas work a plain fit should not pay)
             callbacks.on_train_end(self, self.history_.iloc[-1].to_dict()
                                    if len(self.history_) else {})
-        self._resume = None  # a later fit(initial_epoch=...) continues from the live state
         if verbose:
             print(_summary_line(self.history_, patience, tol))
         return self.history_
