@@ -3,6 +3,8 @@ for 5 more, bit for bit in weights and history (``seconds`` aside)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -20,6 +22,7 @@ from nnjit.experiment import (
 )
 from nnjit.experiment.runs import IDPS_COLUMNS, train_run
 from nnjit.train.builtin_callbacks import EarlyStopping
+from nnjit.train.callbacks import Callback
 from nnjit.train.nne import load_nne, save_nne
 
 COLS = [c for c in IDPS_COLUMNS if c != "seconds"]
@@ -252,3 +255,112 @@ def test_model_checkpoint_best_only_continues_after_resume(tmp_path):
 
     straight, resumed = saved(tmp_path / "a", 0), saved(tmp_path / "b", 5)
     assert straight == resumed and len(straight) >= 2
+
+
+# -- resume any number of times: 12 epochs + 4 + the rest == one uninterrupted fit ---------------
+# Iris, Adam lr 0.04, patience 10 (min_delta 0.005): early stopping ends the fit at epoch 18, with
+# bad-epoch counts of 1-5 at epoch 12 and 5-9 at epoch 16 and the plateau rule lowering the rate
+# around both resume points, so a resume that lost any counter stops at another epoch.
+STOP_EPOCHS = 60
+SPLITS = (12, 16)
+
+
+class _SaveAt(Callback):
+    """Write a checkpoint at the end of the given epochs (inside the fit, as a run does)."""
+
+    def __init__(self, folder, epochs):
+        self.folder, self.epochs = folder, set(epochs)
+
+    def on_epoch_end(self, trainer, epoch, logs):
+        if epoch in self.epochs:
+            trainer.save_checkpoint(self.folder / f"e{epoch}.nne", metadata={"epoch": epoch})
+
+
+def _assert_same_checkpoint(path_a, path_b):
+    a, b = load_nne(path_a), load_nne(path_b)
+    assert a.groups.keys() == b.groups.keys()
+    for group in a.groups:
+        assert a.groups[group].keys() == b.groups[group].keys(), group
+        for name, value in a.groups[group].items():
+            np.testing.assert_array_equal(value, b.groups[group][name], err_msg=f"{group}/{name}")
+
+
+def test_trainer_resumed_twice_equals_one_fit(tmp_path):
+    """Trainer.fit(initial_epoch=) + save/load_checkpoint, 12 + 4 + rest, ReduceLROnPlateau,
+    compiled early stopping and an EarlyStopping callback: same weights, history, stop epoch,
+    and the checkpoint written at epoch 16 during the resumed fit equals the uninterrupted
+    fit's (it used to hold the fit state loaded at epoch 12)."""
+    X, y, Xv, yv = _data()
+
+    def make():
+        nn.set_seed(1)
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.1), nn.Linear(8, 3))
+        return nn.Trainer(model, nn.Adam(lr=0.04), seed=4)
+
+    def fit(trainer, folder, epochs, initial_epoch=0):
+        callbacks = [EarlyStopping("val_accuracy", patience=100), _SaveAt(folder, SPLITS)]
+        sched = nn.schedulers.ReduceLROnPlateau(patience=1, factor=0.5, threshold=0.05)
+        return trainer.fit(nn.DataLoader(X, y, batch_size=16, shuffle=True), epochs=epochs,
+                           initial_epoch=initial_epoch, val=(Xv, yv), n_iter_no_change=10,
+                           tol=0.005, scheduler=sched, schedule_epochs=STOP_EPOCHS,
+                           callbacks=callbacks, verbose=False)
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    straight = make()
+    hist_a = fit(straight, tmp_path / "a", STOP_EPOCHS)
+    assert SPLITS[1] < len(hist_a) < STOP_EPOCHS, len(hist_a)
+    assert hist_a.attrs["stop_reason"].startswith("early stopping")
+    assert hist_a["lr"].iloc[SPLITS[0]:].nunique() > 1  # the plateau rule acts after a resume
+    parts, start = [], 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "saved after epoch 12" was the symptom
+        for end in (*SPLITS, STOP_EPOCHS):
+            trainer = make()
+            if start:
+                trainer.load_checkpoint(tmp_path / "b" / f"e{start}.nne")
+            parts.append(fit(trainer, tmp_path / "b", end, initial_epoch=start))
+            start = end
+    for epoch in SPLITS:
+        _assert_same_checkpoint(tmp_path / "a" / f"e{epoch}.nne", tmp_path / "b" / f"e{epoch}.nne")
+    cols = [c for c in hist_a.columns if c != "seconds"]
+    pd.testing.assert_frame_equal(hist_a[cols], pd.concat(parts)[cols].reset_index(drop=True),
+                                  check_exact=True)
+    for key in ("stop_reason", "best_epoch", "best_value", "restored_best"):
+        assert hist_a.attrs[key] == parts[-1].attrs[key], key
+    for pa, pc in zip(straight.model.parameters(), trainer.model.parameters()):
+        np.testing.assert_array_equal(pa.data, pc.data)
+
+
+RESUME_SCHEDULERS = {
+    "step": SchedulerConfig(kind=Schedulers.STEP, step_size=5, gamma=0.7),
+    "plateau": SchedulerConfig(kind=Schedulers.PLATEAU, patience=1, factor=0.5, threshold=0.05),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RESUME_SCHEDULERS))
+def test_train_run_resumed_twice_equals_one_run(tmp_path, name):
+    """train_run 12 epochs, resume to 16, resume to the end: the run's idps.csv, weights, stop
+    epoch and every checkpoint equal the uninterrupted run's."""
+    X, y, Xv, yv = _data()
+    cfg = _config(epochs=STOP_EPOCHS, patience=10, min_delta=0.005, restore_best=True,
+                  scheduler=RESUME_SCHEDULERS[name], optimizer=OptimizerConfig(lr=0.04))
+    run_a, straight, hist_a = train_run(cfg, X, y, Xv, yv, tmp_path / "a")
+    assert SPLITS[1] < len(hist_a) < STOP_EPOCHS, len(hist_a)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        train_run(cfg, X, y, Xv, yv, tmp_path / "b", epochs=SPLITS[0])
+        train_run(cfg, X, y, Xv, yv, tmp_path / "b", epochs=SPLITS[1], resume=Checkpoints.LAST)
+        nne = load_nne(tmp_path / "b" / cfg.config_hash() / "checkpoints" / "last.nne")
+        assert float(nne.groups["fit"]["epoch"]) == SPLITS[1]  # was 12: the loaded state
+        run_b, resumed, hist_b = train_run(cfg, X, y, Xv, yv, tmp_path / "b",
+                                           resume=Checkpoints.LAST)
+    pd.testing.assert_frame_equal(hist_a[COLS], hist_b[COLS], check_exact=True)
+    assert straight.history_.attrs["stop_reason"].startswith("early stopping")
+    assert resumed.history_.attrs["stop_reason"] == straight.history_.attrs["stop_reason"]
+    for (na, a), (nb, b) in zip(straight.model.named_parameters(),
+                                resumed.model.named_parameters()):
+        np.testing.assert_array_equal(a.data, b.data, err_msg=na)
+    assert run_a.saved_phases() == run_b.saved_phases()
+    for phase in run_a.saved_phases():
+        _assert_same_checkpoint(run_a.checkpoint(phase), run_b.checkpoint(phase))
