@@ -36,6 +36,7 @@ import os
 import platform
 import re
 import subprocess
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +44,7 @@ import yaml
 
 from nnjit.experiment.config import RunConfig
 from nnjit.experiment.enums import Checkpoints
-from nnjit.train.atomic import atomic_write_text
+from nnjit.train.atomic import atomic_write_text, remove_stale_temp_files
 from nnjit.train.builtin_callbacks import (
     EarlyStopping,
     _Tracker,
@@ -51,8 +52,9 @@ from nnjit.train.builtin_callbacks import (
 )
 from nnjit.train.callbacks import Callback
 
-__all__ = ["IDPS_BATCH_COLUMNS", "IDPS_COLUMNS", "NoCheckpointError", "Run", "RunCallback",
-           "RunError", "RunExistsError", "RunFinishedError", "check_run_id", "train_run"]
+__all__ = ["IDPS_BATCH_COLUMNS", "IDPS_COLUMNS", "NoCheckpointError", "ResumeFromStartWarning",
+           "Run", "RunCallback", "RunError", "RunExistsError", "RunFinishedError", "check_run_id",
+           "train_run"]
 
 IDPS_COLUMNS = ("epoch", "lr", "train_loss", "train_accuracy", "val_loss", "val_accuracy",
                 "seconds")
@@ -119,6 +121,12 @@ class NoCheckpointError(RunError, FileNotFoundError):
             state = f"has no {phase.value} checkpoint (saved: {', '.join(saved)})"
         super().__init__(f"train_run: cannot resume: run {run.display} {state}; train it "
                          "without resume", run)
+
+
+class ResumeFromStartWarning(UserWarning):
+    """``train_run(resume=...)`` on a run that stopped (was killed) before it wrote its first
+    checkpoint: there is nothing to continue from, so it trains from the start (the same seed
+    gives the same epochs again)."""
 
 
 def check_run_id(run_id) -> str:
@@ -267,8 +275,18 @@ class Run:
         folder = self.path / "checkpoints"
         if folder.is_dir():
             for path in folder.iterdir():
-                if path.is_file() and (path.suffix == ".nne" or path.name.endswith(".tmp")):
+                if path.is_file() and path.suffix == ".nne":
                     path.unlink()
+        self.remove_stale_temp_files()
+
+    def remove_stale_temp_files(self) -> list[Path]:
+        """Delete the temporary files a process killed while writing this run left behind
+        (:func:`nnjit.train.atomic.remove_stale_temp_files`: exactly the temporary names of
+        ``run.yaml``, ``metadata.yaml``, :data:`RUN_OUTPUTS` and the checkpoints, nothing
+        else); returns their paths. :func:`train_run` calls it when the run starts again."""
+        removed = remove_stale_temp_files(self.path, ("run.yaml", "metadata.yaml", *RUN_OUTPUTS))
+        return removed + remove_stale_temp_files(self.path / "checkpoints",
+                                                 [phase.filename for phase in Checkpoints])
 
     @classmethod
     def load(cls, run_id: str, root="runs") -> Run:
@@ -530,8 +548,10 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
             ``BEST``) to continue the existing run from: weights, optimizer, RNG, shuffle
             order, scheduler position, early-stopping counters (the compiled rule's and
             :class:`EarlyStopping`'s) and the best weights come back, so 5 epochs then a resume
-            for 5 more equals 10 epochs bit for bit (weights and ``idps.csv`` but ``seconds``).
-            Rows of ``idps.csv`` after that checkpoint's epoch are dropped.
+            for 5 more equals 10 epochs bit for bit (weights and ``idps.csv`` but ``seconds``),
+            however many times a run is resumed. Rows of ``idps.csv`` after that checkpoint's
+            epoch are dropped. A run stopped before it wrote any checkpoint (killed during its
+            first epoch) trains from the start, with a :class:`ResumeFromStartWarning`.
         overwrite: train an existing run again from scratch, first deleting its ``idps.csv``,
             report, encoding and checkpoints. Without it (and without ``resume``), a run that
             has trained any epoch is never touched: :class:`RunExistsError`.
@@ -552,12 +572,14 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
 
     Raises:
         RunExistsError: the run exists and neither ``resume`` nor ``overwrite`` was given.
-        NoCheckpointError: ``resume`` names a checkpoint the run has not saved (yet).
+        NoCheckpointError: ``resume`` on a run that does not exist, or names a checkpoint the
+            run has not saved while it saved others.
         RunFinishedError: ``resume`` on a run already at ``epochs`` (or at
             ``config.train.epochs``), or ended by early stopping.
         ValueError: the run's folder holds another config; both ``resume`` and ``overwrite``.
 
-    Nothing in the run folder changes before these checks pass.
+    Nothing in the run folder changes before these checks pass. Then the temporary files a
+    killed process left in it are removed (:meth:`Run.remove_stale_temp_files`).
 
     ``history`` is the whole run's ``idps.csv`` as a DataFrame. Early stopping follows
     ``config.train``: the trainer's compiled rule when the monitor is ``val_loss``,
@@ -581,7 +603,16 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
             raise ValueError("train_run: resume= continues a run and overwrite=True starts it "
                              "again: pass one of them")
         resume = Checkpoints.get(resume)
-        _check_resumable(run, resume, target)
+        if (run.path / "run.yaml").is_file() and not run.saved_phases():
+            redo = len(run.history())
+            warnings.warn(ResumeFromStartWarning(
+                f"train_run: run {run.display} has no checkpoint to resume from (it stopped "
+                f"before writing its first one): training it from the start"
+                + (f"; the {redo} epoch(s) in its idps.csv are trained again" if redo else "")),
+                stacklevel=2)
+            resume = None
+        else:
+            _check_resumable(run, resume, target)
     if encoding is not None:
         encoding.state()  # a value JSON cannot store fails before anything is written
     if overwrite:
@@ -593,6 +624,7 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
                              f"differs from run {run.display}'s encoding.json: the table "
                              "changed since the run started; train a new run")
         encoding = saved
+    run.remove_stale_temp_files()  # left by a process killed mid-write; this one writes anew
     run = Run.create(config, root, name=name, metadata=metadata)
     if encoding is not None:
         encoding.save(run.path / "encoding.json")

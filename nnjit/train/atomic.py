@@ -3,14 +3,64 @@
 A reader (or a process started after a crash) sees either the old file or the new one, never a
 mix. Both the ``.nne`` writer (:func:`nnjit.train.nne.save_nne`) and the text files of a run
 (``idps.csv``, ``run.yaml``) go through :func:`atomic_replace`.
+
+A process killed mid-write (SIGKILL, power loss) leaves its temporary file behind, named
+``.<target name>.<8 random characters>.tmp`` next to the target; :func:`remove_stale_temp_files`
+deletes exactly those of given targets (a run does it when it starts again).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from pathlib import Path
+
+
+#: The random part ``tempfile.mkstemp`` puts between our prefix and suffix: 8 characters of
+#: ``tempfile._RandomNameSequence.characters`` (a test checks a real temporary name against it).
+_TEMP_RANDOM = re.compile(r"[a-z0-9_]{8}")
+_TEMP_SUFFIX = ".tmp"
+
+
+def _temp_prefix(target_name: str) -> str:
+    return f".{target_name[:64]}."
+
+
+def is_temp_file_of(name: str, target_name: str) -> bool:
+    """Whether the file name ``name`` is a temporary file :func:`atomic_replace` makes while it
+    writes a file named ``target_name`` (in the same folder)."""
+    prefix = _temp_prefix(target_name)
+    return (name.startswith(prefix) and name.endswith(_TEMP_SUFFIX)
+            and _TEMP_RANDOM.fullmatch(name[len(prefix):-len(_TEMP_SUFFIX)]) is not None)
+
+
+def remove_stale_temp_files(folder, target_names) -> list[Path]:
+    """Delete the temporary files that :func:`atomic_replace` left in ``folder`` while writing
+    one of ``target_names`` (a process killed mid-write); returns the paths removed.
+
+    Only regular files whose names match that pattern exactly are touched (never a symlink, a
+    folder or any other file). Call it only when no other process writes those targets.
+    """
+    folder = Path(os.fspath(folder))
+    targets = tuple(target_names)
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:  # no folder (yet): nothing to clean
+        return removed
+    for entry in entries:
+        if not any(is_temp_file_of(entry.name, t) for t in targets):
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            os.unlink(entry.path)
+        except FileNotFoundError:
+            continue
+        removed.append(Path(entry.path))
+    return removed
 
 
 def _file_mode(target: Path) -> int:
@@ -44,13 +94,12 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-
 @contextlib.contextmanager
 def atomic_replace(path, mode: str = "wb", encoding: str | None = None):
     """Yield a file to write; on success it replaces ``path``, on any error ``path`` is untouched
     and the temporary file is removed. The file is fsync'ed before the rename."""
     target = Path(os.fspath(path))
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp",
+    fd, tmp_name = tempfile.mkstemp(prefix=_temp_prefix(target.name), suffix=_TEMP_SUFFIX,
                                     dir=target.parent)
     tmp = Path(tmp_name)
     try:

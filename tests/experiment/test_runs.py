@@ -24,10 +24,12 @@ from nnjit.experiment.runs import (
     Run,
     RunCallback,
     RunExistsError,
+    ResumeFromStartWarning,
     RunFinishedError,
     check_run_id,
     train_run,
 )
+from nnjit.train.atomic import atomic_replace, is_temp_file_of
 from nnjit.train.callbacks import Callback
 
 
@@ -189,10 +191,8 @@ def test_resume_needs_a_checkpoint(tmp_path):
     with pytest.raises(NoCheckpointError, match="cannot resume: run .* does not exist yet"):
         train_run(cfg, X, y, Xv, yv, tmp_path, resume=Checkpoints.LAST)
     assert not (tmp_path / cfg.config_hash()).exists()  # nothing created
-    Run.create(cfg, tmp_path)
-    with pytest.raises(NoCheckpointError, match="has no checkpoint yet"):
-        train_run(cfg, X, y, Xv, yv, tmp_path, resume=Checkpoints.LAST)
     # a folder without any epoch is not an existing run: it trains without overwrite=
+    Run.create(cfg, tmp_path)
     _, _, history = train_run(cfg, X, y, Xv, yv, tmp_path, epochs=1)
     assert len(history) == 1
     run, _, _ = train_run(_config(epochs=4, checkpoints=["last"]), X, y, Xv, yv, tmp_path)
@@ -265,3 +265,59 @@ def test_a_table_runs_encoding_is_saved_in_the_folder_and_every_checkpoint(tmp_p
                           overwrite=True)  # built-in data now: the stale encoding goes
     assert run.encoding() is None
     assert "encoding" not in load_nne(run.checkpoint(Checkpoints.LAST)).metadata
+
+
+def test_a_run_killed_before_its_first_checkpoint_resumes_from_the_start(tmp_path):
+    """A process killed during epoch 1 (run.yaml written, maybe idps.csv's first row, no
+    checkpoint): resume= trains it from the start with a warning, and the run equals one
+    trained straight."""
+    X, y, Xv, yv = _data()
+    cfg = _config(epochs=4)
+    _, _, straight = train_run(cfg, X, y, Xv, yv, tmp_path / "a")
+    run = Run.create(cfg, tmp_path / "b")
+    (run.path / "idps.csv").write_text(",".join(IDPS_COLUMNS) + "\n1,0.01,9,0.1,9,0.1,1\n")
+    with pytest.warns(ResumeFromStartWarning, match=r"has no checkpoint to resume from .*"
+                      r"from the start; the 1 epoch\(s\) in its idps.csv are trained again"):
+        _, _, history = train_run(cfg, X, y, Xv, yv, tmp_path / "b", resume=Checkpoints.LAST)
+    cols = [c for c in IDPS_COLUMNS if c != "seconds"]
+    pd.testing.assert_frame_equal(straight[cols], history[cols], check_exact=True)
+    assert run.checkpoint_epoch(Checkpoints.LAST) == 4
+
+
+def test_atomic_temp_names_match_the_stale_file_pattern(tmp_path):
+    with atomic_replace(tmp_path / "last.nne") as fh:
+        fh.write(b"x")
+        (name,) = os.listdir(tmp_path)  # the real temporary file, while it is being written
+    assert is_temp_file_of(name, "last.nne") and not is_temp_file_of(name, "best.nne")
+    assert os.listdir(tmp_path) == ["last.nne"]
+
+
+def test_stale_temp_files_are_removed_when_the_run_starts_again(tmp_path):
+    """A kill -9 during an atomic write leaves '.<name>.<8 random>.tmp'; the next start of the
+    run removes exactly those (of the run's own files), never another file of the user's."""
+    X, y, Xv, yv = _data()
+    cfg = _config(epochs=4)
+    run, _, _ = train_run(cfg, X, y, Xv, yv, tmp_path, epochs=2)
+    ck = run.path / "checkpoints"
+    stale = [run.path / ".idps.csv.a1b2_c3d.tmp", run.path / ".run.yaml.zzzzzzzz.tmp",
+             run.path / ".metadata.yaml.0123abcd.tmp", ck / ".last.nne.k9x_2mq0.tmp",
+             ck / ".q1.nne.abcdefgh.tmp"]
+    kept = [run.path / "notes.tmp", run.path / ".idps.csv.abc.tmp",  # not 8 characters
+            run.path / ".mine.csv.abcdefgh.tmp", ck / ".last.nne.ABCDEFGH.tmp",
+            ck / "last.nne.abcdefgh.tmp", ck / ".mine.nne.abcdefgh.tmp"]
+    for path in stale + kept:
+        path.write_bytes(b"partial")
+    (run.path / "keep").mkdir()
+    link = ck / ".best.nne.linklink.tmp"
+    link.symlink_to(run.path / "notes.tmp")  # a symlink of that name is not ours either
+    folder = ck / ".first.nne.abcdefgh.tmp"
+    folder.mkdir()
+    train_run(cfg, X, y, Xv, yv, tmp_path, resume=Checkpoints.LAST)
+    assert not [p for p in stale if p.exists()]
+    assert all(p.read_bytes() == b"partial" for p in kept)
+    assert link.is_symlink() and folder.is_dir()
+    assert run.checkpoint_epoch(Checkpoints.LAST) == 4
+    # overwrite=True clears the same way (it used to delete every '*.tmp' in checkpoints/)
+    stale[3].write_bytes(b"partial")
+    train_run(cfg, X, y, Xv, yv, tmp_path, overwrite=True)
+    assert not stale[3].exists() and all(p.exists() for p in kept)
