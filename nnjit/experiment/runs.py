@@ -9,8 +9,9 @@
     runs/<id>/checkpoints/{first,q1,q2,q3,last,best}.nne
 
 Every file is rewritten after every epoch atomically (temporary file, fsync, ``os.replace``), in
-the order ``idps.csv`` then checkpoints, so a process killed at any moment leaves a loadable run
-whose ``last.nne`` is at most one epoch behind ``idps.csv`` (resuming drops the extra row).
+the order ``idps.csv``, the other checkpoints, ``last.nne``, so a process killed at any moment
+leaves a loadable run whose ``last.nne`` is at most one epoch behind ``idps.csv`` and the other
+checkpoints (resuming drops the extra row and writes that epoch's files again).
 ``last.nne`` holds the most recent epoch (so it is the warm-resume point after a crash), the
 quarter phases are saved at :meth:`Checkpoints.epoch` of the configured epoch count, ``best.nne``
 when the monitored metric improves. Each checkpoint records its 1-based ``epoch``, the run's
@@ -524,7 +525,9 @@ class RunCallback(Callback):
             if value is not None and not math.isnan(float(value)) \
                     and self._tracker.improved(float(value)):
                 due.add(Checkpoints.BEST)
-        for phase in Checkpoints:
+        # LAST (the resume point) goes last: a kill after it finds every other file of this
+        # epoch written, so a resume never skips a BEST (or quarter) save of an epoch it keeps.
+        for phase in sorted(Checkpoints, key=lambda c: c is Checkpoints.LAST):
             if phase in due and phase in self.phases:
                 self._save(trainer, phase, global_epoch)
 

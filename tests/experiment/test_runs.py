@@ -321,3 +321,18 @@ def test_stale_temp_files_are_removed_when_the_run_starts_again(tmp_path):
     stale[3].write_bytes(b"partial")
     train_run(cfg, X, y, Xv, yv, tmp_path, overwrite=True)
     assert not stale[3].exists() and all(p.exists() for p in kept)
+
+
+def test_last_checkpoint_is_written_after_the_others_of_its_epoch(tmp_path, monkeypatch):
+    """last.nne is the resume point: written after best/first/quarters, so a kill between two
+    saves never leaves last.nne at an epoch whose best.nne was not written (the resumed run
+    would never write it: its BEST tracker already knows that epoch's value)."""
+    X, y, Xv, yv = _data()
+    saved = []
+    real = RunCallback._save
+    monkeypatch.setattr(RunCallback, "_save", lambda self, trainer, phase, epoch: (
+        saved.append((epoch, phase)), real(self, trainer, phase, epoch)))
+    train_run(_config(epochs=4), X, y, Xv, yv, tmp_path)
+    for epoch in range(1, 5):
+        phases = [p for e, p in saved if e == epoch]
+        assert phases[-1] is Checkpoints.LAST and len(phases) >= 2, (epoch, phases)
