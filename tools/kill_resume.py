@@ -1,7 +1,9 @@
 """Kill ``nnjit train`` with SIGKILL at random moments, resume it each time, compare the result.
 
 An uninterrupted reference run is trained first. Then, in trials, the same config is trained in
-a child process that is killed (SIGKILL) after a random delay, then started again with
+a child process that is killed (SIGKILL) at a random moment (a quarter of the kills uniformly
+within the reference's start-up, the others uniformly within its training time after the
+child's start-up ended), then started again with
 ``--resume last`` (or without it when the kill came before ``run.yaml`` existed, as the error
 message of ``--resume`` then asks), killed again, and so on until a child finishes (or reports
 the run finished). Each trial's run folder is then compared with the reference, bit for bit:
@@ -40,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 CONFIGS = {  # a small net per data set: the run is dominated by its per-epoch file writes
     "digits": {"in_dim": 64, "out_dim": 10, "hidden_dims": [32], "batch_size": 32,
-               "epochs": 60, "patience": 10, "lr": 0.01},
+               "epochs": 60, "patience": 10, "lr": 0.003},
     "iris": {"in_dim": 4, "out_dim": 3, "hidden_dims": [8], "batch_size": 16,
              "epochs": 30, "patience": 5, "lr": 0.04},
 }
@@ -108,6 +110,25 @@ def finished(proc: subprocess.CompletedProcess | subprocess.Popen, stderr: str) 
     return proc.returncode == 0 or (proc.returncode in (2, 3) and "is finished" in stderr)
 
 
+#: The share of the kills that land in a child's start-up rather than in its training.
+STARTUP_KILLS = 0.25
+
+
+def wait_for_start(proc, root: Path, launched_wall: float) -> float | None:
+    """Seconds until the child rewrote its run's ``metadata.yaml`` (``Run.create``: the
+    start-up is over, training begins), or None when it exited first."""
+    t0 = time.monotonic()
+    while proc.poll() is None:
+        folder = run_folder(root)
+        try:
+            if folder is not None and (folder / "metadata.yaml").stat().st_mtime >= launched_wall:
+                return time.monotonic() - t0
+        except FileNotFoundError:
+            pass
+        time.sleep(0.005)
+    return None
+
+
 def run_folder(root: Path) -> Path | None:
     runs = [p for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
     return runs[0] if len(runs) == 1 else None
@@ -122,7 +143,7 @@ def kill_record(root: Path, delay: float) -> dict:
     from nnjit.train.nne import load_nne
 
     folder = run_folder(root)
-    rec = {"delay": round(delay, 3), "tmp_files": temp_files(root), "idps_epochs": 0,
+    rec = {"seconds_after_launch": round(delay, 3), "tmp_files": temp_files(root), "idps_epochs": 0,
            "last_epoch": None, "stage": "no run folder"}
     if folder is None:
         return rec
@@ -206,14 +227,19 @@ def main(argv=None) -> int:
     # The reference run, twice: the first may compile the training loop (a cold cache); the
     # second, timed, sets the range of the kill delays and must equal the first.
     for name in ("reference",) if args.no_warmup else ("warmup", "reference"):
-        t0 = time.monotonic()
         ref_root = work / name
-        done = subprocess.run(command(args, config, ref_root, False), env=env,
-                              capture_output=True, text=True, check=False)
+        with open(work / f"{name}.stderr", "w", encoding="utf-8") as err:
+            proc = subprocess.Popen(command(args, config, ref_root, False), env=env,
+                                    stdout=subprocess.DEVNULL, stderr=err)
+        t0 = time.monotonic()
+        startup = wait_for_start(proc, ref_root, time.time())
+        proc.wait()
         ref_seconds = time.monotonic() - t0
-        if done.returncode != 0:
-            print(f"the {name} run failed:\n{done.stderr}", file=sys.stderr)
+        if proc.returncode != 0 or startup is None:
+            print(f"the {name} run failed:\n{(work / f'{name}.stderr').read_text()}",
+                  file=sys.stderr)
             return 1
+    train_seconds = max(ref_seconds - startup, 0.05)
     ref = run_folder(ref_root)
     ref_epochs = len(_idps(ref)) - 1
     if not args.no_warmup and compare(run_folder(work / "warmup"), ref):
@@ -232,20 +258,34 @@ def main(argv=None) -> int:
             with open(out, "w", encoding="utf-8") as err:
                 proc = subprocess.Popen(command(args, config, root, resume), env=env,
                                         stdout=subprocess.DEVNULL, stderr=err)
+            launched, launched_wall = time.monotonic(), time.time()
             trial["starts"] += 1
-            kill_now = len(kills) < args.kills
-            delay = rng.uniform(0.0, ref_seconds) if kill_now else None
-            try:
-                proc.wait(timeout=delay)
-            except subprocess.TimeoutExpired:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-                kills.append(kill_record(root, delay))
-                trial["kills"] += 1
-                continue
+            killed = False
+            if len(kills) < args.kills:
+                # A quarter of the kills at a random moment of the start-up (imports, data,
+                # run folder), the others at a random moment of the training that follows.
+                if rng.random() < STARTUP_KILLS:
+                    moment = rng.uniform(0.0, startup)
+                    deadline = launched + moment
+                else:
+                    moment = rng.uniform(0.0, train_seconds)
+                    started = wait_for_start(proc, root, launched_wall)
+                    deadline = time.monotonic() + moment if started is not None else None
+                if deadline is not None and proc.poll() is None:
+                    try:
+                        proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+                    except subprocess.TimeoutExpired:
+                        proc.send_signal(signal.SIGKILL)
+                        proc.wait()
+                        killed = True
+                        kills.append(kill_record(root, time.monotonic() - launched))
+                        trial["kills"] += 1
+            proc.wait()
             stderr = out.read_text(encoding="utf-8")
             if "ResumeFromStartWarning" in stderr:
                 trial["resumed_from_start"] += 1
+            if killed:
+                continue
             if finished(proc, stderr):
                 break
             trial["failures"].append(f"exit {proc.returncode}: {stderr.strip()[-500:]}")
@@ -263,7 +303,8 @@ def main(argv=None) -> int:
     figures = {
         "data": args.data, "mode": "train_run script" if args.api else "nnjit train",
         "seed": args.seed, "reference_epochs": ref_epochs,
-        "reference_seconds": round(ref_seconds, 2), "kills": len(kills), "trials": len(trials),
+        "reference_seconds": round(ref_seconds, 2),
+        "reference_startup_seconds": round(startup, 2), "kills": len(kills), "trials": len(trials),
         "trials_bit_identical": identical,
         "kills_leaving_tmp_files": sum(1 for k in kills if k["tmp_files"]),
         "tmp_files_left_at_the_end": sum(len(t["tmp_files_left"]) for t in trials),
@@ -276,7 +317,7 @@ def main(argv=None) -> int:
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1), encoding="utf-8")
     print(f"{figures['mode']} on {args.data}: reference {ref_epochs} epochs in "
-          f"{ref_seconds:.1f} s; {len(kills)} kills (SIGKILL) in {len(trials)} trials "
+          f"{ref_seconds:.1f} s ({startup:.1f} s start-up); {len(kills)} kills (SIGKILL) in {len(trials)} trials "
           f"(seed {args.seed}); stages at the kill: {stages}")
     print(f"kills that left .tmp files: {figures['kills_leaving_tmp_files']}; .tmp files left "
           f"after the final start: {figures['tmp_files_left_at_the_end']}; runs resumed from the "

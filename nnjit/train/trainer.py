@@ -490,6 +490,8 @@ class Trainer:
         if initial_epoch:  # taken before the state is reset
             saved = self._resume if self._resume is not None else (
                 {"fit": self.fit_state(), "callbacks": self.callback_states()})
+            if self._resume is None:
+                self._warn_restored_weights(initial_epoch)
         row = [0.0] * it.STATE_WIDTH  # built as a list: one assignment instead of eight
         row[it.ST_STEP] = self.optimizer.iterations
         row[it.ST_BEST] = -math.inf if monitor == "val_accuracy" else math.inf
@@ -688,6 +690,21 @@ class Trainer:
         if best.size == self._best.size:
             self._best[:] = best
         return saved
+
+    def _warn_restored_weights(self, initial_epoch: int) -> None:
+        """Warn when the previous fit ended by restoring an earlier epoch's weights: continuing
+        from them is not the uninterrupted fit that ``initial_epoch`` suggests."""
+        state = self._state
+        best = int(state[it.ST_BEST_EPOCH]) + 1  # 1-based, as epochs are counted
+        if (self.program is not None and state[it.ST_RESTORED] == 1.0
+                and int(state[it.ST_EPOCH]) == initial_epoch and best != initial_epoch):
+            import warnings
+
+            warnings.warn(f"fit: initial_epoch={initial_epoch} continues from the weights of "
+                          f"epoch {best}, which the previous fit restored (restore_best) when "
+                          f"it ended, not from epoch {initial_epoch}'s: to continue exactly, "
+                          "save a checkpoint during the fit (in a callback's on_epoch_end) and "
+                          "load it", stacklevel=3)
 
     def _load_callback_states(self, callbacks, saved) -> None:
         states = saved.get("callbacks") or {}
