@@ -2,8 +2,8 @@
 
 An uninterrupted reference run is trained first. Then, in trials, the same config is trained in
 a child process that is killed (SIGKILL) at a random moment (a quarter of the kills uniformly
-within the reference's start-up, the others uniformly within its training time after the
-child's start-up ended), then started again with
+within the reference's start-up, the others uniformly within the reference's training time
+still to do, after the child's start-up ended), then started again with
 ``--resume last`` (or without it when the kill came before ``run.yaml`` existed, as the error
 message of ``--resume`` then asks), killed again, and so on until a child finishes (or reports
 the run finished). Each trial's run folder is then compared with the reference, bit for bit:
@@ -254,6 +254,7 @@ def main(argv=None) -> int:
         while True:
             folder = run_folder(root)
             resume = folder is not None and (folder / "run.yaml").is_file()
+            done = kill_record(root, 0.0)["idps_epochs"]
             out = root.parent / f"{root.name}.stderr"
             with open(out, "w", encoding="utf-8") as err:
                 proc = subprocess.Popen(command(args, config, root, resume), env=env,
@@ -263,12 +264,13 @@ def main(argv=None) -> int:
             killed = False
             if len(kills) < args.kills:
                 # A quarter of the kills at a random moment of the start-up (imports, data,
-                # run folder), the others at a random moment of the training that follows.
+                # run folder), the others at a random moment of the training that remains.
                 if rng.random() < STARTUP_KILLS:
                     moment = rng.uniform(0.0, startup)
                     deadline = launched + moment
                 else:
-                    moment = rng.uniform(0.0, train_seconds)
+                    left = max(ref_epochs - done, 1) / ref_epochs
+                    moment = rng.uniform(0.0, train_seconds * left)
                     started = wait_for_start(proc, root, launched_wall)
                     deadline = time.monotonic() + moment if started is not None else None
                 if deadline is not None and proc.poll() is None:
