@@ -319,8 +319,8 @@ def main(argv=None) -> int:
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1), encoding="utf-8")
     print(f"{figures['mode']} on {args.data}: reference {ref_epochs} epochs in "
-          f"{ref_seconds:.1f} s ({startup:.1f} s start-up); {len(kills)} kills (SIGKILL) in {len(trials)} trials "
-          f"(seed {args.seed}); stages at the kill: {stages}")
+          f"{ref_seconds:.1f} s ({startup:.1f} s start-up); {len(kills)} kills (SIGKILL) in "
+          f"{len(trials)} trials (seed {args.seed}); stages at the kill: {stages}")
     print(f"kills that left .tmp files: {figures['kills_leaving_tmp_files']}; .tmp files left "
           f"after the final start: {figures['tmp_files_left_at_the_end']}; runs resumed from the "
           f"start (no checkpoint yet): {figures['resumed_from_start']}")
