@@ -310,7 +310,7 @@ def main(argv=None) -> int:
         "trials_bit_identical": identical,
         "kills_leaving_tmp_files": sum(1 for k in kills if k["tmp_files"]),
         "tmp_files_left_at_the_end": sum(len(t["tmp_files_left"]) for t in trials),
-        "kill_stages": stages,
+        "kill_stages": stages, "kills_per_trial": [t["kills"] for t in trials],
         "resumed_from_start": sum(t["resumed_from_start"] for t in trials),
         "failures": [f for t in trials for f in t["failures"]],
         "differences": [d for t in trials for d in t["diffs"]],
