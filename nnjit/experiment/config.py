@@ -76,7 +76,10 @@ def _check(param: Param, where: str, value: Any) -> Any:
     try:
         return param.check(where, value)
     except ValueError as e:
-        raise ValueError(bounded_message(str(e), value)) from None
+        message = str(e)
+        if not message.startswith(where):  # repr(value) itself failed: an int of > 4300 digits
+            message = f"{where} must be {param.describe()}, got {excerpt(value)}"
+        raise ValueError(bounded_message(message, value)) from None
 
 
 def _plain(value: Any) -> Any:

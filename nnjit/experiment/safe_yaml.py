@@ -147,7 +147,7 @@ def describe_yaml_error(error: yaml.YAMLError) -> str:
     mark = getattr(error, "problem_mark", None)
     problem = getattr(error, "problem", None) or str(error)
     if isinstance(error, yaml.reader.ReaderError):
-        problem = (f"not UTF-8 text ({error.reason} at byte {error.position})"
+        problem = (f"not UTF-8 text ({error.reason} at byte offset {error.position})"
                    if isinstance(error.character, bytes) else
                    f"character #x{error.character:04x} at position {error.position}: "
                    f"{error.reason}")
