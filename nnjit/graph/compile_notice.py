@@ -66,7 +66,7 @@ def start_message(what: str, dtype: str) -> str:
 
 
 def end_message(seconds: float, cached: bool = True) -> str:
-    where = "cached for next time" if cached else "not cached: no usable cache directory"
+    where = "cached for next time" if cached else "not cached"  # (a warning said why)
     return f"nnjit: compiled in {seconds:.1f} s ({where})"
 
 

@@ -310,3 +310,31 @@ def test_unwritable_private_folder_runs_uncached(tmp):
     assert "cached for next time" not in done.stderr
     assert list(private.iterdir()) == []
     assert list((user / "__pycache__").glob("user_mod.times_two-*.nbi"))
+
+
+def test_no_usable_folder_compiles_uncached_and_warns_once(monkeypatch, capsys):
+    """In-process: when no locator can serve a function, ``jit`` still returns a working
+    (uncached) dispatcher, and the reason is printed once per process, not once per function."""
+    from nnjit.graph.compile_notice import end_message
+    from nnjit.kernels import cache_locator
+    from nnjit.kernels._jit import jit
+
+    monkeypatch.setattr(cache_locator._NnjitCacheImpl, "_locator_classes",
+                        [cache_locator.PrivateCacheLocator])
+    monkeypatch.setattr(cache_locator, "_private_dir", [None])
+    monkeypatch.setattr(cache_locator, "_problem", ["refused /nowhere: a test reason"])
+    monkeypatch.setattr(cache_locator, "_warned", [False])
+
+    def plus_one(x):
+        return x + 1
+
+    def plus_two(x):
+        return x + 2
+
+    first, second = jit(plus_one), jit(plus_two)
+    assert (first(1), second(1)) == (2, 3)
+    assert not cache_locator.caches_on_disk(first) and not cache_locator.caches_on_disk(second)
+    assert capsys.readouterr().err.splitlines() == [
+        "nnjit: warning: compiled code not cached (compiles in every process): refused "
+        "/nowhere: a test reason; set NUMBA_CACHE_DIR to a folder of yours to cache it"]
+    assert end_message(1.5, cached=False) == "nnjit: compiled in 1.5 s (not cached)"
