@@ -54,6 +54,8 @@ def test_report_has_confusion_matrix_and_tsne_of_the_best_checkpoint(tmp_path):
     figures = plotly_figures(page)
     assert page.count("plotly.js v") == 1 and 'src="http' not in page  # inlined once
     assert len(figures) == 5  # loss, accuracy, lr, confusion matrix, t-SNE
+    lr = [f for f in figures if f["layout"]["title"]["text"] == "learning rate"]
+    np.testing.assert_allclose(lr[0]["layout"]["yaxis"]["range"], [0.009, 0.011])  # lr 0.01
     heat = [f for f in figures if f["data"][0]["type"] == "heatmap"]
     assert len(heat) == 1
     trace = heat[0]["data"][0]
