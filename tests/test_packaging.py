@@ -52,7 +52,8 @@ def test_wheel_holds_the_licence_attributions_and_py_typed(wheel):
         metadata = z.read(f"{dist}/METADATA").decode()
         readme = z.read("nnjit/datasets/README.md")
     assert licence == (ROOT / "LICENSE").read_text()
-    assert licence.startswith("MIT License") and "Copyright (c) 2026 the nnjit developers" in licence
+    assert licence.startswith("MIT License")
+    assert "Copyright (c) 2026 the nnjit developers" in licence
     assert "License-Expression: MIT" in metadata and "License-File: LICENSE" in metadata
     assert readme == (ROOT / "nnjit" / "datasets" / "README.md").read_bytes()
     assert "nnjit/py.typed" in names
