@@ -144,6 +144,7 @@ def test_suite_runs_parallel_lighter_but_quick_stays_quick():
     assert command("parallel", False, None, source)[3:] == SUITE_ARGS["parallel"]
     assert command("parallel", True, None, source)[3:] == ["--quick"]
     assert command("scale", False, None, _module_source("scale"))[3:] == []
+    assert command("core", True, None, _module_source("core"))[3:] == ["--quick"]
 
 
 def test_native_blas_removes_only_the_openblas_pins(monkeypatch):
