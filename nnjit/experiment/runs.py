@@ -36,6 +36,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -783,6 +784,8 @@ def write_report(run: Run, path=None, *, data=None, class_names=None) -> Path:
     table, and for classification runs whose data can be loaded the best checkpoint's
     confusion matrix, classification report and a 2-D t-SNE of its logits (at most
     :data:`REPORT_TSNE_ROWS` rows) on the evaluation data. plotly.js is inlined once.
+    Without scikit-learn (the ``viz`` extra) the t-SNE is left out with a note in the page
+    and one line on stderr.
 
     Args:
         data: ``(X, y)`` to evaluate on; default: the run's own data (:meth:`Run.load_data`:
@@ -883,11 +886,16 @@ def _evaluation_figures(run: Run, data, class_names):
     rows = np.arange(len(y))
     if len(rows) > REPORT_TSNE_ROWS:
         rows = np.sort(np.random.default_rng(0).choice(len(y), REPORT_TSNE_ROWS, replace=False))
+    note = ""
     if len(rows) >= 5:
         perplexity = float(min(30.0, (len(rows) - 1) / 3))
-        figures.append((f"t-SNE of the logits: {label}",
-                        tsne(logits[rows], y_true[rows], perplexity=perplexity, seed=0,
-                             class_names=names, max_iter=REPORT_TSNE_ITERATIONS,
-                             title=f"t-SNE of the {phase.value} checkpoint's logits "
-                                   f"({len(rows)} rows)")))
-    return (figures, tables), ""
+        try:
+            figures.append((f"t-SNE of the logits: {label}",
+                            tsne(logits[rows], y_true[rows], perplexity=perplexity, seed=0,
+                                 class_names=names, max_iter=REPORT_TSNE_ITERATIONS,
+                                 title=f"t-SNE of the {phase.value} checkpoint's logits "
+                                       f"({len(rows)} rows)")))
+        except ImportError as e:  # scikit-learn is an optional extra: the rest still renders
+            note = f"No t-SNE of the logits: {e}"
+            print(f"nnjit report: t-SNE skipped: {e}", file=sys.stderr)
+    return (figures, tables), note
