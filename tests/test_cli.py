@@ -170,6 +170,9 @@ def test_every_expected_failure_is_one_line_and_exit_2(tmp_path):
                         ["invalid config syntax.yaml: not valid YAML at line 2, column 1"]),
         "YAML tag": (["train", "tag.yaml"],
                      ["invalid config tag.yaml: not valid YAML at line 1", "no !! tags"]),
+        "endless file": (["train", "/dev/zero"],
+                         ["invalid config /dev/zero: not valid YAML: /dev/zero is not a regular "
+                          "file"]),
         "config error": (["train", "cfg.yaml", "--data", "digits"],
                          ["model.net.in_dim is 4 but the data have 64 input features; set "
                           "in_dim: 64"]),
