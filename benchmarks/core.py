@@ -466,6 +466,8 @@ def _warnings(res: dict) -> list[str]:
     inside = (env.get("blas_threads") or {}).get("inside_fit") or []
     if any(set(c) != {1} for c in inside):
         out.append(f"BLAS was not single-threaded inside fit: {inside}")
+    if res["config"]["quick"]:
+        out.append("--quick: a smoke run (no peers, 1 run of each part); the numbers mean nothing")
     return out
 
 
@@ -477,17 +479,25 @@ def main(argv=None) -> dict:
     p.add_argument("--warm-runs", type=int, default=5, help="warm first-fit processes (default 5)")
     p.add_argument("--epochs", type=int, default=50, help="epochs per steady-state fit (50)")
     p.add_argument("--repeats", type=int, default=5, help="steady-state repeats (default 5)")
+    p.add_argument("--import-runs", type=int, default=3,
+                   help="-X importtime processes for the import breakdown (default 3)")
     p.add_argument("--no-peers", action="store_true", help="skip scikit-learn and PyTorch")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke test, the numbers mean nothing: 1 cold and 1 warm process, 2 "
+                        "epochs, 1 repeat, 1 import profile, no peers")
     p.add_argument("--out", default="core", help="results name or .json path (default core)")
     args = p.parse_args(argv)
+    if args.quick:
+        args.cold_runs, args.warm_runs, args.epochs, args.repeats = 1, 1, 2, 1
+        args.import_runs, args.no_peers = 1, True
 
     t_start = time.perf_counter()
     load_before = loadavg()
     res: dict = {"benchmark": "core",
-                 "config": dict(cold_runs=args.cold_runs, warm_runs=args.warm_runs,
-                                epochs=args.epochs, repeats=args.repeats,
-                                peers=not args.no_peers, hidden=HIDDEN, batch=BATCH, lr=LR,
-                                dtype="float32")}
+                 "config": dict(quick=args.quick, cold_runs=args.cold_runs,
+                                warm_runs=args.warm_runs, epochs=args.epochs,
+                                repeats=args.repeats, peers=not args.no_peers,
+                                hidden=HIDDEN, batch=BATCH, lr=LR, dtype="float32")}
     with temp_dir() as work:
         cache = None
         if args.cold_runs > 0:
@@ -502,7 +512,8 @@ def main(argv=None) -> dict:
             log(f"2. warm first fit ({args.warm_runs} fresh processes, populated cache)")
             res["warm_first_fit"] = warm_first_fit(cache, args.warm_runs)
             log("   import breakdown (-X importtime)")
-            res["warm_first_fit"]["import_breakdown"] = import_breakdown(cache)
+            res["warm_first_fit"]["import_breakdown"] = import_breakdown(cache,
+                                                                         args.import_runs)
         log("4. NRT allocations")
         res["nrt"] = nrt_allocations(cache)
         # This process imports nnjit only now, and loads the compiled code from the same cache.

@@ -3,7 +3,7 @@
 Run from the repository root::
 
     python -m benchmarks.gnn            # full run: tables + results/gnn.json
-    python -m benchmarks.gnn --quick    # 5 epochs, 1 repeat, no cold compile (smoke test)
+    python -m benchmarks.gnn --quick    # 2 epochs, 1 repeat, no cold compile (smoke test)
 
 Cora (the Planetoid public split bundled with nnjit: 2708 nodes, 10556 edges, 1433 bag-of-words
 features row-normalised as PyG's ``NormalizeFeatures``, 140/500/1000 train/val/test nodes), the
@@ -434,11 +434,13 @@ def model_section(name: str, args, nn, graph, pyg, jax_gcn) -> dict:
             f"test {out['test_acc']:.3f}")
 
     # Warm-up (untimed): first-call costs of every contender (nnjit's compile or cache load).
+    warmup = 1 if args.quick else 2  # epochs
     for c, fn in contenders.items():
         if c != "JAX scan":
             with Stopwatch() as sw:
-                (nnjit_run(nn, name, graph, 0, 2) if c == "nnjit" else pyg.run(name, 0, 2))
-            log(f"  {name}: {c} warm-up (2 epochs) {fmt_time(sw.seconds)}")
+                (nnjit_run(nn, name, graph, 0, warmup) if c == "nnjit"
+                 else pyg.run(name, 0, warmup))
+            log(f"  {name}: {c} warm-up ({warmup} epochs) {fmt_time(sw.seconds)}")
     runs = alternate(contenders, args.repeats, report)
     out = {"label": SETTINGS[name]["label"], "settings": SETTINGS[name], "contenders": {}}
     for c, rs in runs.items():
@@ -604,7 +606,7 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(prog="python -m benchmarks.gnn", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
-                   help="5 epochs, 1 repeat, no cold compile: checks that it runs (smoke test)")
+                   help="2 epochs, 1 repeat, no cold compile: checks that it runs (smoke test)")
     p.add_argument("--epochs", type=int, default=None, help=f"epochs per fit (default {EPOCHS})")
     p.add_argument("--pyg-epochs", type=int, default=None,
                    help=f"epochs per PyG fit (default {PYG_TIMING_EPOCHS}: enough to time an "
@@ -623,7 +625,7 @@ def main(argv=None) -> dict:
     p.add_argument("--out", default="gnn",
                    help="results name, .json path or directory (default gnn)")
     args = p.parse_args(argv)
-    args.epochs = args.epochs or (5 if args.quick else EPOCHS)
+    args.epochs = args.epochs or (2 if args.quick else EPOCHS)
     args.repeats = args.repeats or (1 if args.quick else 5)
     args.pyg_epochs = args.pyg_epochs or min(args.epochs, PYG_TIMING_EPOCHS)
     models = [m.strip() for m in args.models.split(",") if m.strip()]

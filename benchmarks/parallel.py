@@ -3,7 +3,7 @@
 Run from the repository root::
 
     python -m benchmarks.parallel          # full run (a few minutes): tables, results/parallel.json
-    python -m benchmarks.parallel --quick  # tiny sizes, 1 repeat (smoke test; numbers meaningless)
+    python -m benchmarks.parallel --quick  # tiny sizes, 1 repeat, fewer kernels (smoke test)
 
 1. Kernels: every kernel of ``nnjit.kernels.parallel.FAMILIES`` (optimizer step; memory-bound
    elementwise; exp/tanh/erf activations; dropout backward), serial build vs parallel twin, float32,
@@ -68,6 +68,12 @@ from nnjit.kernels._jit import jit
 
 SIZES = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000, 10_000_000)
 QUICK_SIZES = (1_000, 30_000)
+#: --quick times the first kernel of each family only (each kernel costs a compile of the timing
+#: driver, about 0.4 s per build) ...
+QUICK_FAMILIES = {family: names[:1] for family, names in kp.FAMILIES.items()}
+#: ... and compiles one caller, the serial one, cold then warm (the twin callers are the same code
+#: path with other kernels; the int64-array one alone compiles for ~10 s).
+QUICK_COMPILE_VARIANTS = ("serial kernels only",)
 MIN_GAIN = 1.10  # the parallel build must be at least 10% faster from the crossover ...
 MAX_LOSS = 0.95  # ... and no more than 5% slower at any larger size (DRAM-bound sizes tie)
 F32 = np.float32
@@ -167,9 +173,10 @@ def quiet_run(fn, max_cores: float, max_wait_s: float):
 
 
 def kernel_section(sizes, repeats: int, sample_s: float, max_other: float = 0.15,
-                   max_wait_s: float = 120.0) -> dict:
+                   max_wait_s: float = 120.0, families=None) -> dict:
+    """Serial vs parallel build of every kernel of ``families`` (default ``kp.FAMILIES``)."""
     out = {}
-    for family, names in kp.FAMILIES.items():
+    for family, names in (kp.FAMILIES if families is None else families).items():
         for name in names:
             serial, par = kp.TWINS[name]
             rows = []
@@ -476,11 +483,16 @@ COMPILE_VARIANTS = {
 }
 
 
-def compile_section(runs: int) -> dict:
+def compile_section(runs: int, variants=tuple(COMPILE_VARIANTS)) -> dict:
+    """Cold then warm first call of each caller in ``variants`` (labels of COMPILE_VARIANTS; the
+    first one, serial, is the base of ``delta_vs_serial_s``), ``runs`` fresh processes each."""
+    base = next(iter(COMPILE_VARIANTS))
+    if base not in variants:
+        raise ValueError(f"compile_section: the variants must include {base!r}")
     out = {"cold": {}, "warm": {}}
     with temp_dir("nnjit-bench-parallel-") as root:
         dirs = {c: [os.path.join(root, f"v{k}-{i}") for i in range(runs)]
-                for k, c in enumerate(COMPILE_VARIANTS)}
+                for k, c in enumerate(variants)}
         for phase in ("cold", "warm"):
             samples = {c: [] for c in dirs}
             for i in range(runs):
@@ -501,10 +513,9 @@ def compile_section(runs: int) -> dict:
                     cache_loads=summarize(r["cache_loads"] for r in rs),
                     process_wall=summarize(r["_wall_s"] for r in rs),
                     top_functions=rs[0]["top_functions"])
-    base = next(iter(COMPILE_VARIANTS))
     for phase in ("cold", "warm"):
         s = out[phase][base]["first_call"]["median"]
-        for c in COMPILE_VARIANTS:
+        for c in variants:
             t = out[phase][c]["first_call"]["median"]
             out[phase][c]["delta_vs_serial_s"] = None if s is None or t is None else t - s
     return out
@@ -523,6 +534,9 @@ def print_report(res: dict) -> None:
     sizes = res["config"]["sizes"]
     kernels = res["kernels"]
     for family, names in kp.FAMILIES.items():
+        names = [n for n in names if n in kernels]  # --quick times one kernel per family
+        if not names:
+            continue
         headers = ["kernel"] + [_size(n) for n in sizes] + ["crossover"]
         rows = []
         for name in names:
@@ -563,8 +577,7 @@ def print_report(res: dict) -> None:
     if res.get("compile"):
         rows = []
         for phase in ("cold", "warm"):
-            for c in COMPILE_VARIANTS:
-                r = res["compile"][phase][c]
+            for c, r in res["compile"][phase].items():
                 d = r["delta_vs_serial_s"]
                 rows.append([phase, c, fmt_time(r["first_call"]["median"]),
                              "-" if d is None else f"{'+' if d >= 0 else '-'}{fmt_time(abs(d))}",
@@ -605,6 +618,9 @@ def _warnings(res: dict) -> list[str]:
     if res["environment"]["threading_layer"] not in ("tbb", "omp"):
         out.append(f"threading layer {res['environment']['threading_layer']!r}: concurrent "
                    f"parallel regions abort; the thread section was skipped")
+    if res["config"]["quick"]:
+        out.append("--quick: one kernel per family, one compiled caller, 1 repeat; the numbers "
+                   "mean nothing")
     return out
 
 
@@ -613,7 +629,8 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(prog="python -m benchmarks.parallel", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
-                   help="tiny sizes, 1 repeat: checks that the benchmark runs (smoke test)")
+                   help="tiny sizes, 1 repeat, one kernel per family, one compiled caller: checks "
+                        "that the benchmark runs (smoke test)")
     p.add_argument("--repeats", type=int, default=None, help="samples per build (default 9)")
     p.add_argument("--sample-ms", type=float, default=None,
                    help="minimum duration of one sample in ms (default 25)")
@@ -652,7 +669,7 @@ def main(argv=None) -> dict:
         f"{numba.config.NUMBA_NUM_THREADS} numba threads")
     log("1. kernels: serial vs parallel build")
     res["kernels"] = kernel_section(sizes, repeats, sample_s, args.max_other,
-                                    0.0 if q else args.max_wait)
+                                    0.0 if q else args.max_wait, QUICK_FAMILIES if q else None)
     res["families"] = family_thresholds(res["kernels"], sizes)
     res["thresholds"] = {f: (kp.NEVER if v["crossover"] is None else v["crossover"])
                          for f, v in res["families"].items()}
@@ -668,7 +685,8 @@ def main(argv=None) -> dict:
     res["compile"] = None
     if compile_runs > 0:
         log(f"3. compile time ({compile_runs} fresh processes per caller and cache state)")
-        res["compile"] = compile_section(compile_runs)
+        res["compile"] = compile_section(compile_runs, QUICK_COMPILE_VARIANTS if q else
+                                         tuple(COMPILE_VARIANTS))
     res["environment"] = environment_info(
         loadavg_before=load_before, loadavg_after=loadavg(), threading_layer=layer,
         other_load_cores=run_load.cores, wait_quiet=quiet,

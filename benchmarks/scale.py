@@ -3,7 +3,7 @@
 Run from the repository root::
 
     python -m benchmarks.scale            # full run (about 1 minute): tables + results/scale.json
-    python -m benchmarks.scale --quick    # tiny sizes, 1 repeat (smoke test; numbers meaningless)
+    python -m benchmarks.scale --quick    # tiny sizes, 1 repeat, no PyTorch (smoke test)
 
 1. GEMM peak: float32 ``1024^3`` matrix products with BLAS pinned to 1 thread (numba's ``np.dot``,
    the call nnjit's dense kernels make; NumPy's ``matmul``; SciPy's ``sgemm``), best of several,
@@ -495,7 +495,8 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
-                   help="tiny sizes, 1 repeat: checks that the benchmark runs (smoke test)")
+                   help="tiny sizes, 1 repeat, no PyTorch: checks that the benchmark runs "
+                        "(smoke test)")
     p.add_argument("--epochs", type=int, default=None,
                    help="timed epochs per run after 1 warm-up epoch (default 6)")
     p.add_argument("--repeats", type=int, default=None, help="repeats per contender (default 5)")
@@ -514,8 +515,10 @@ def main(argv=None) -> dict:
     load_before = loadavg()
     import nnjit as nn
 
-    torch, torch_skip = (None, "skipped: --no-peers") if args.no_peers else \
-        import_torch_single_thread()
+    if args.quick:  # a smoke test of nnjit's side: PyTorch's import alone costs ~2 s
+        args.no_peers = True
+    torch, torch_skip = (None, f"skipped: {'--quick' if args.quick else '--no-peers'}") \
+        if args.no_peers else import_torch_single_thread()
     if torch_skip:
         log(f"PyTorch: {torch_skip}")
     res: dict = {"benchmark": "scale",

@@ -1,9 +1,11 @@
-"""Smoke test of the benchmark suite: ``python -m benchmarks --quick`` runs every benchmark on tiny
-sizes with 1 repeat and each writes its JSON. No timing is asserted (the numbers of a --quick run
-mean nothing); only that every benchmark completes and writes the keys its report is built from.
+"""Smoke test of the benchmark suite: ``python -m benchmarks --quick --jobs 2`` runs every
+benchmark on tiny sizes with 1 repeat, two at a time, and each writes its JSON. No timing is
+asserted (the numbers of a --quick run mean nothing); only that every benchmark completes and
+writes the keys its report is built from.
 
-Runs once per session in a fresh process (about 45 s on 2 cores, most of it ``benchmarks.core``'s
-cold compile into an empty numba cache). Select or skip with ``-m bench`` / ``-m "not bench"``.
+Runs once per session in a fresh process: about 55 s of CPU, ~35 s on 2 idle cores (the longest
+part is ``benchmarks.core``'s cold compile into an empty numba cache, ~15 s). Select or skip with
+``-m bench`` / ``-m "not bench"``.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ EXPECTED_KEYS = {
 def suite(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench-results")
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_DISABLE_JIT", "NUMBA_NRT_STATS")}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--out-dir", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--jobs", "2",
+                           "--out-dir", str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     return out, proc
 
@@ -51,7 +54,18 @@ def _log(proc) -> str:
 def test_suite_exits_cleanly(suite):
     _, proc = suite
     assert proc.returncode == 0, _log(proc)
-    assert "Benchmark suite (--quick)" in proc.stdout
+    assert "Benchmark suite (--quick), 2 at a time" in proc.stdout
+
+
+def test_seed_table_read_this_runs_core_results(suite):
+    """Two at a time, seed_table still starts after core, scale and memory (it reads their JSON:
+    its targets name the core.json of this run, not an older one)."""
+    out, _ = suite
+    core = json.loads((out / "core.json").read_text())
+    targets = json.loads((out / "seed_table.json").read_text())["targets"]
+    cold = [t for t in targets if t["benchmark"] == "cold compile of the core"]
+    assert cold and cold[0]["note"] == f"benchmarks.core, {core['written_at']}"
+    assert cold[0]["measured"] != "-"
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_KEYS))
@@ -130,6 +144,7 @@ def test_suite_runs_parallel_lighter_but_quick_stays_quick():
     assert command("parallel", False, None, source)[3:] == SUITE_ARGS["parallel"]
     assert command("parallel", True, None, source)[3:] == ["--quick"]
     assert command("scale", False, None, _module_source("scale"))[3:] == []
+    assert command("core", True, None, _module_source("core"))[3:] == ["--quick"]
 
 
 def test_native_blas_removes_only_the_openblas_pins(monkeypatch):

@@ -170,6 +170,9 @@ def test_every_expected_failure_is_one_line_and_exit_2(tmp_path):
                         ["invalid config syntax.yaml: not valid YAML at line 2, column 1"]),
         "YAML tag": (["train", "tag.yaml"],
                      ["invalid config tag.yaml: not valid YAML at line 1", "no !! tags"]),
+        "endless file": (["train", "/dev/zero"],
+                         ["invalid config /dev/zero: not valid YAML: /dev/zero is not a regular "
+                          "file"]),
         "config error": (["train", "cfg.yaml", "--data", "digits"],
                          ["model.net.in_dim is 4 but the data have 64 input features; set "
                           "in_dim: 64"]),
@@ -240,17 +243,19 @@ def test_report_html(tmp_path, capsys, monkeypatch):
     assert "nnjit report: invalid run id" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not __import__("os").path.exists("/usr/bin/chromium"),
-                    reason="headless Chromium (/usr/bin/chromium) not installed")
-def test_report_renders_in_chromium(tmp_path, monkeypatch):
-    import subprocess
+CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome",
+                                                "google-chrome-stable"))), None)
 
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium or Chrome on PATH (Debian: "
+                    "apt-get install chromium; .ci/run installs it when it may use apt-get)")
+def test_report_renders_in_chromium(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path, cfg = _write_config(tmp_path, data="iris")
     main(["train", str(path), "-q"])
     main(["report", cfg.config_hash()])
     page = tmp_path / "runs" / cfg.config_hash() / "report.html"
-    dom = subprocess.run(["/usr/bin/chromium", "--headless", "--no-sandbox", "--disable-gpu",
+    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
                           "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
                          capture_output=True, text=True, timeout=60).stdout
     assert dom.count("main-svg") >= 5  # plotly drew its SVG for every figure (history, CM, t-SNE)

@@ -36,20 +36,3 @@ def test_no_pickle_in_package():
     for path in PACKAGE.rglob("*.py"):
         text = path.read_text()
         assert "import pickle" not in text and "allow_pickle=True" not in text, path
-
-
-def test_cache_falls_back_when_nothing_is_writable(monkeypatch):
-    """No writable cache location: compile without a cache instead of failing at import."""
-    import os
-
-    import numba
-
-    from nnjit.kernels import _jit
-
-    def refuse(*args, **kwargs):
-        raise OSError("read-only file system")
-
-    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
-    monkeypatch.setattr(os, "makedirs", refuse)
-    monkeypatch.setattr(numba.config, "CACHE_DIR", numba.config.CACHE_DIR)
-    assert _jit._cache_is_usable() is False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 
 from nnjit.cli.errors import CommandError
 
@@ -18,8 +19,14 @@ def summary_line(history) -> str:
     return ", ".join(parts)
 
 
+def warn(command: str, text: str) -> None:
+    """One warning line on stderr: ``nnjit <command>: <text>``."""
+    print(f"nnjit {command}: " + " ".join(text.split()), file=sys.stderr)
+
+
 def load_run(run_id: str, root):
-    """The run, or a CommandError naming it (an invalid id, no such run)."""
+    """The run, or a CommandError naming it (an invalid id, no such run, an unreadable or
+    invalid run.yaml, a symlink out of the runs root)."""
     from nnjit.experiment.runs import Run
 
     try:
@@ -34,30 +41,27 @@ def cmd_runs(args) -> int:
     from nnjit.experiment.runs import Run
 
     if args.runs_command == "list":
-        runs = Run.all(args.root)
-        if not runs:
-            print(f"no runs in {args.root}")
-            return 0
-        print(f"{'id':<14}{'epochs':>8}{'best val_loss':>15}  net")
-        for run in runs:
-            hist = run.history()
-            best = hist["val_loss"].min() if len(hist) and hist["val_loss"].notna().any() \
-                else float("nan")
-            net = run.config.model.net
-            shape = "-".join(map(str, (net.in_dim, *net.hidden_dims, net.out_dim)))
-            print(f"{run.id:<14}{len(hist):>8}{best:>15.4g}  {net.kind.value} {shape}")
-        return 0
+        return list_runs(args.root)
     run = load_run(args.id, args.root)
     print(f"run {run.display}")
     print("config:")
     print("  " + run.config.to_yaml().rstrip().replace("\n", "\n  "))
-    meta = run.metadata()
+    try:
+        meta = run.metadata()
+    except ValueError as e:  # RunFileError: the rest of the run can still be shown
+        warn("runs show", str(e))
+        meta = {}
     if meta:
-        print("metadata: " + ", ".join(f"{k} {v}" for k, v in meta.items()))
-    hist = run.history()
+        print("metadata: " + ", ".join(f"{_short(k)} {_short(v)}" for k, v in meta.items()))
+    try:
+        hist = run.history()
+        last = summary_line(hist) if len(hist) else ""
+    except (ValueError, KeyError, TypeError, OSError) as e:
+        warn("runs show", f"cannot read {run.display}/idps.csv: {_short(e)}")
+        hist, last = [], ""
     print(f"epochs: {len(hist)}")
-    if len(hist):
-        print("last: " + summary_line(hist))
+    if last:
+        print("last: " + last)
     folder = run.path / "checkpoints"
     saved = []
     for p in sorted(folder.glob("*.nne")):
@@ -69,11 +73,50 @@ def cmd_runs(args) -> int:
     return 0
 
 
+def list_runs(root) -> int:
+    """``nnjit runs list``: a line per run; a run that cannot be read is skipped with a warning
+    line on stderr naming it (the others are still listed)."""
+    from nnjit.experiment.runs import Run
+
+    runs, skipped = Run.scan(root)
+    for error in skipped:
+        warn("runs list", f"skipped {error.folder}: {error}")
+    rows = []
+    for run in runs:
+        try:
+            hist = run.history()
+            best = hist["val_loss"].min() if len(hist) and hist["val_loss"].notna().any() \
+                else float("nan")
+        except (ValueError, KeyError, TypeError, OSError) as e:  # a damaged idps.csv
+            warn("runs list", f"skipped {run.display}: cannot read its idps.csv: {_short(e)}")
+            continue
+        net = run.config.model.net
+        shape = "-".join(map(str, (net.in_dim, *net.hidden_dims, net.out_dim)))
+        rows.append(f"{run.id:<14}{len(hist):>8}{best:>15.4g}  {net.kind.value} {shape}")
+    if not rows:
+        print(f"no {'readable ' if runs or skipped else ''}runs in {root}")
+        return 0
+    print(f"{'id':<14}{'epochs':>8}{'best val_loss':>15}  net")
+    print("\n".join(rows))
+    return 0
+
+
+def _short(value) -> str:
+    """``str(value)`` cut to a bounded excerpt, for printing file contents."""
+    from nnjit.experiment.excerpt import EXCERPT_CHARS
+
+    text = str(value)
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
+
+
 def cmd_report(args) -> int:
-    from nnjit.experiment.runs import write_report
+    from nnjit.experiment.runs import RunFileError, write_report
 
     run = load_run(args.id, args.root)
-    out = write_report(run, args.output)
+    try:
+        out = write_report(run, args.output)
+    except RunFileError as e:  # e.g. an invalid metadata.yaml
+        raise CommandError(str(e)) from e
     shown = args.output if args.output else f"{run.display}/{os.path.basename(out)}"
     print(f"report written to {shown}")
     return 0

@@ -12,24 +12,21 @@ def load_config(path: str):
     import yaml.constructor
 
     from nnjit.experiment import RunConfig
+    from nnjit.experiment.safe_yaml import ConfigLoader, describe_yaml_error, read_yaml_file
 
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+    try:  # bounded: at most 64 KiB, never a FIFO or a device such as /dev/zero
+        data = read_yaml_file(path, ConfigLoader)
     except OSError as e:
         raise CommandError(f"cannot read the config {path}: {e.strerror or e}; give the path "
                            "of a RunConfig YAML file") from e
-    except UnicodeDecodeError as e:
-        raise CommandError(f"cannot read the config {path}: not UTF-8 text ({e.reason})") from e
-    try:
-        return RunConfig.from_yaml(text)
     except yaml.YAMLError as e:
-        where = getattr(e, "problem_mark", None)
-        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-        problem = getattr(e, "problem", None) or str(e)
         hint = ("; a config is plain YAML (mappings, lists, numbers, strings): no !! tags"
                 if isinstance(e, yaml.constructor.ConstructorError) else "")
-        raise CommandError(f"invalid config {path}: not valid YAML{at}: {problem}{hint}") from e
+        what = describe_yaml_error(e)  # "line L, column C: problem", or the problem alone
+        at = " at " if what.startswith("line ") else ": "
+        raise CommandError(f"invalid config {path}: not valid YAML{at}{what}{hint}") from e
+    try:
+        return RunConfig.from_state({} if data is None else data)
     except (ValueError, TypeError) as e:
         raise CommandError(f"invalid config {path}: {e}") from e
 

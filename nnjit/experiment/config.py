@@ -11,9 +11,12 @@ config:
   enums as their string values). **A field at its default is left out**, so adding a field later
   with a default does not change the ids of existing runs. ``from_state(d)`` rebuilds the config
   and rejects unknown keys, listing the valid ones.
-- ``to_yaml()`` / ``from_yaml(text)`` round-trip exactly, through ``yaml.safe_dump`` and a
-  *safe* loader. The loader also reads YAML 1.2 floats such as ``1e-3``, which plain PyYAML
-  reads as strings.
+- ``to_yaml()`` / ``from_yaml(text)`` round-trip exactly, through ``yaml.safe_dump`` and
+  :class:`~nnjit.experiment.safe_yaml.ConfigLoader` (plain data; no aliases, bounded size and
+  nesting). The loader also reads YAML 1.2 floats such as ``1e-3``, which plain PyYAML reads as
+  strings.
+- error messages quote at most about 200 characters of a bad value
+  (:func:`~nnjit.experiment.excerpt.excerpt`).
 - ``config_hash()`` is a short sha256 of the canonical JSON of ``state()``. A run's id is its
   ``RunConfig.config_hash()``. It changes only when a value that matters changes.
 
@@ -34,7 +37,6 @@ import dataclasses
 import hashlib
 import inspect
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
@@ -52,6 +54,8 @@ from nnjit.experiment.enums import (
     Schedulers,
     _BuilderEnum,
 )
+from nnjit.experiment.excerpt import bounded_message, excerpt
+from nnjit.experiment.safe_yaml import ConfigLoader, load_yaml
 from nnjit.nn.gnn.sage import AGGREGATIONS
 from nnjit.nn.linear import INITS
 from nnjit.schedulers import Param, Scheduler
@@ -63,15 +67,19 @@ __all__ = ["ModelConfig", "NetConfig", "OptimizerConfig", "RunConfig", "Schedule
 HASH_LENGTH = 12
 
 
-class _Loader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that also reads ``1e-3`` and ``1E5`` as floats (YAML 1.2)."""
+#: Unknown keys an error message lists at most.
+_MAX_LISTED_KEYS = 10
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
+def _check(param: Param, where: str, value: Any) -> Any:
+    """``param.check(where, value)`` whose error quotes a bounded excerpt of ``value``."""
+    try:
+        return param.check(where, value)
+    except ValueError as e:
+        message = str(e)
+        if not message.startswith(where):  # repr(value) itself failed: an int of > 4300 digits
+            message = f"{where} must be {param.describe()}, got {excerpt(value)}"
+        raise ValueError(bounded_message(message, value)) from None
 
 
 def _plain(value: Any) -> Any:
@@ -107,7 +115,7 @@ class _Config:
         object.__setattr__(self, name, value)
 
     def _param(self, name: str, param: Param) -> None:
-        self._set(name, param.check(self._where(name), getattr(self, name)))
+        self._set(name, _check(param, self._where(name), getattr(self, name)))
 
     def _enum(self, name: str, enum: type[_BuilderEnum], none_ok: bool = False) -> None:
         value = getattr(self, name)
@@ -116,7 +124,7 @@ class _Config:
         try:
             self._set(name, enum.get(value))
         except ValueError as e:
-            raise ValueError(f"{self._where(name)}: {e}") from None
+            raise ValueError(bounded_message(f"{self._where(name)}: {e}", value)) from None
 
     def _config(self, name: str, cls: type, none_ok: bool = False) -> None:
         value = getattr(self, name)
@@ -151,8 +159,10 @@ class _Config:
         names = [f.name for f in fields(cls)]
         unknown = [k for k in state if k not in names]
         if unknown:
+            listed = ", ".join(excerpt(k, 40) for k in unknown[:_MAX_LISTED_KEYS])
+            more = len(unknown) - _MAX_LISTED_KEYS
             raise ValueError(f"{cls.__name__}: unknown key{'s' if len(unknown) > 1 else ''} "
-                             f"{', '.join(repr(k) for k in unknown)}; valid keys: "
+                             f"{listed}{f' and {more} more' if more > 0 else ''}; valid keys: "
                              f"{', '.join(names)}")
         missing = [f.name for f in fields(cls) if _default(f) is MISSING and f.name not in state]
         if missing:
@@ -169,9 +179,16 @@ class _Config:
         return yaml.safe_dump(self.state(), sort_keys=False, default_flow_style=None)
 
     @classmethod
-    def from_yaml(cls, text: str):
-        """Parse YAML text with a safe loader and :meth:`from_state` it."""
-        data = yaml.load(text, Loader=_Loader)  # _Loader is a yaml.SafeLoader
+    def from_yaml(cls, text: str, name: str = "<config>"):
+        """Parse YAML text with :class:`~nnjit.experiment.safe_yaml.ConfigLoader` and
+        :meth:`from_state` it (``name``, e.g. the file's path, is how YAML errors call it).
+
+        Raises:
+            yaml.YAMLError: not valid YAML, or refused by the loader (an alias, deep nesting,
+                over 64 KiB: :class:`~nnjit.experiment.safe_yaml.YAMLLimitError`).
+            ValueError: not a valid config.
+        """
+        data = load_yaml(text, name, ConfigLoader)
         return cls.from_state({} if data is None else data)
 
     def config_hash(self) -> str:
@@ -225,9 +242,9 @@ class NetConfig(_Config):
         dims = self.hidden_dims
         if isinstance(dims, (str, bytes, Mapping)) or not hasattr(dims, "__iter__"):
             raise ValueError(f"NetConfig.hidden_dims must be a list of ints >= 1 (e.g. [64, 32]),"
-                             f" got {dims!r}")
+                             f" got {excerpt(dims)}")
         width = Param("int", low=1)
-        self._set("hidden_dims", tuple(width.check(f"NetConfig.hidden_dims[{i}]", d)
+        self._set("hidden_dims", tuple(_check(width, f"NetConfig.hidden_dims[{i}]", d)
                                        for i, d in enumerate(dims)))
         self._enum("activation", Activations)
         self._param("dropout", Param("float", low=0.0, high=1.0, high_open=True))
@@ -271,7 +288,7 @@ class ModelConfig(_Config):
             name = None
         if name not in _DTYPES:
             raise ValueError(f"ModelConfig.dtype must be one of {', '.join(map(repr, _DTYPES))},"
-                             f" got {self.dtype!r}")
+                             f" got {excerpt(self.dtype)}")
         self._set("dtype", name)
         if self.loss is Losses.CROSS_ENTROPY and self.net.out_dim < 2:
             raise ValueError("ModelConfig.loss 'cross_entropy' needs net.out_dim >= 2 (one logit "
@@ -338,9 +355,9 @@ class OptimizerConfig(_Config):
         if isinstance(betas, (str, bytes)) or not isinstance(betas, (tuple, list)) \
                 or len(betas) != 2:
             raise ValueError(f"OptimizerConfig.betas must be a pair [beta1, beta2] each in "
-                             f"[0, 1), got {betas!r}")
+                             f"[0, 1), got {excerpt(betas)}")
         beta = Param("float", low=0.0, high=1.0, high_open=True)
-        self._set("betas", tuple(beta.check(f"OptimizerConfig.betas[{i}]", b)
+        self._set("betas", tuple(_check(beta, f"OptimizerConfig.betas[{i}]", b)
                                  for i, b in enumerate(betas)))
         self._param("eps", Param("float", low=0.0, low_open=True))
         self._param("momentum", Param("float", low=0.0, high=1.0, high_open=True))
@@ -487,7 +504,7 @@ class TrainConfig(_Config):
         if self.monitor is not None and (not isinstance(self.monitor, str)
                                          or not self.monitor.strip()):
             raise ValueError(f"TrainConfig.monitor must be None or a metric name such as "
-                             f"'val_loss', got {self.monitor!r}")
+                             f"'val_loss', got {excerpt(self.monitor)}")
         self._param("mode", Param("choice", choices=("auto", "min", "max")))
         self._param("patience", Param("int", low=0, none_ok=True))
         self._param("min_delta", Param("float", low=0.0))
@@ -496,13 +513,14 @@ class TrainConfig(_Config):
         if isinstance(phases, (str, bytes, Mapping)) or not hasattr(phases, "__iter__"):
             raise ValueError(f"TrainConfig.checkpoints must be a list of checkpoint names (e.g. "
                              f"['last', 'best']; valid: {', '.join(Checkpoints.names())}), got "
-                             f"{phases!r}")
+                             f"{excerpt(phases)}")
         members = []
         for i, p in enumerate(phases):
             try:
                 member = Checkpoints.get(p)
             except ValueError as e:
-                raise ValueError(f"TrainConfig.checkpoints[{i}]: {e}") from None
+                raise ValueError(bounded_message(f"TrainConfig.checkpoints[{i}]: {e}", p)) \
+                    from None
             if member in members:
                 raise ValueError(f"TrainConfig.checkpoints lists {member.value!r} twice")
             members.append(member)
@@ -539,7 +557,7 @@ class RunConfig(_Config):
         self._config("train", TrainConfig)
         if self.data is not None and (not isinstance(self.data, str) or not self.data.strip()):
             raise ValueError(f"RunConfig.data must be None or a data set name or path, got "
-                             f"{self.data!r}")
+                             f"{excerpt(self.data)}")
         s, epochs = self.scheduler, self.train.epochs
         if s is not None and s.kind is Schedulers.LINEAR_WARMUP and s.total_epochs is None \
                 and s.warmup_epochs >= epochs:

@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Any
 
 from nnjit import schedulers
+from nnjit.experiment.excerpt import excerpt
 from nnjit.losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 from nnjit.nn import (
     ELU,
@@ -52,7 +53,7 @@ class _BuilderEnum(str, Enum):
             for member in cls:
                 if key in (member.value, member.name.lower()):
                     return member
-        raise ValueError(f"Unknown {cls.__name__} name {value!r}; valid names: "
+        raise ValueError(f"Unknown {cls.__name__} name {excerpt(value)}; valid names: "
                          f"{', '.join(repr(m.value) for m in cls)}")
 
     @classmethod

@@ -37,6 +37,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -45,6 +46,14 @@ import yaml
 
 from nnjit.experiment.config import RunConfig
 from nnjit.experiment.enums import Checkpoints
+from nnjit.experiment.excerpt import excerpt
+from nnjit.experiment.safe_yaml import (
+    MAX_YAML_BYTES,
+    ConfigLoader,
+    PlainLoader,
+    describe_yaml_error,
+    read_yaml_file,
+)
 from nnjit.train.atomic import atomic_write_text, remove_stale_temp_files
 from nnjit.train.builtin_callbacks import (
     EarlyStopping,
@@ -54,8 +63,8 @@ from nnjit.train.builtin_callbacks import (
 from nnjit.train.callbacks import Callback
 
 __all__ = ["IDPS_BATCH_COLUMNS", "IDPS_COLUMNS", "NoCheckpointError", "ResumeFromStartWarning",
-           "Run", "RunCallback", "RunError", "RunExistsError", "RunFinishedError", "check_run_id",
-           "train_run"]
+           "Run", "RunCallback", "RunError", "RunExistsError", "RunFileError", "RunFinishedError",
+           "check_run_id", "train_run"]
 
 IDPS_COLUMNS = ("epoch", "lr", "train_loss", "train_accuracy", "val_loss", "val_accuracy",
                 "seconds")
@@ -130,6 +139,21 @@ class ResumeFromStartWarning(UserWarning):
     gives the same epochs again)."""
 
 
+class RunFileError(RunError, ValueError):
+    """A run cannot be opened: its ``run.yaml`` or ``metadata.yaml`` cannot be read or is
+    invalid, or its folder or one of those files is a symlink to outside the runs root (nnjit
+    never follows one). The message names the file; ``path`` is it, ``folder`` the run's
+    folder as printed (``runs/<id>``); ``run`` is None when no :class:`Run` could be made."""
+
+    def __init__(self, message: str, path: Path, folder: str, run: Run | None = None):
+        super().__init__(message, run)
+        self.path, self.folder = path, folder
+
+
+#: Run ids a "no such run" message lists at most.
+_MAX_LISTED_RUNS = 10
+
+
 def check_run_id(run_id) -> str:
     """``run_id`` if it is a config hash (12 hex digits) or a safe name (letters, digits,
     ``.``, ``_``, ``-``; no leading dot, at most 64 characters, no ``..``); else ValueError."""
@@ -141,12 +165,48 @@ def check_run_id(run_id) -> str:
 
 
 def _run_dir(root: Path, run_id: str) -> Path:
+    """The run's folder, resolved; RunFileError when it is a symlink to outside the root."""
     check_run_id(run_id)
     base = root.resolve()
     path = (base / run_id).resolve()
     if path.parent != base:
-        raise ValueError(f"invalid run id {run_id!r}: its folder is not inside the runs root")
+        folder = f"{_display_root(root)}/{run_id}"
+        raise RunFileError(f"run folder {folder} is a symlink to outside the runs root "
+                           f"{_display_root(root)} (nnjit does not follow it)", root / run_id,
+                           folder)
     return path
+
+
+def _read_run_yaml(root: Path, folder: Path, name: str, shown: str, loader=PlainLoader):
+    """The data of the YAML file ``folder/name`` of a run (``shown``: the folder as printed),
+    read by :func:`~nnjit.experiment.safe_yaml.read_yaml_file`; RunFileError naming it when it
+    is a symlink to outside ``root``, unreadable or invalid."""
+    path = folder / name
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise RunFileError(f"{shown}/{name} is a symlink to outside the runs root "
+                           f"{_display_root(root)} (nnjit does not follow it)", path, shown)
+    try:
+        return read_yaml_file(path, loader)
+    except yaml.YAMLError as e:
+        raise RunFileError(f"invalid {shown}/{name}: {describe_yaml_error(e)}", path,
+                           shown) from e
+    except OSError as e:
+        raise RunFileError(f"cannot read {shown}/{name}: {e.strerror or e}", path, shown) from e
+
+
+def _read_run_config(root: Path, folder: Path, shown: str) -> RunConfig:
+    """The RunConfig in ``folder/run.yaml``; RunFileError naming the file otherwise."""
+    data = _read_run_yaml(root, folder, "run.yaml", shown, ConfigLoader)
+    try:
+        return RunConfig.from_state({} if data is None else data)
+    except (ValueError, TypeError) as e:
+        raise RunFileError(f"invalid {shown}/run.yaml: {e}", folder / "run.yaml", shown) from e
+
+
+def _has_run_yaml(folder: Path) -> bool:
+    """``folder/run.yaml`` is a file, or a symlink (checked when read)."""
+    path = folder / "run.yaml"
+    return path.is_symlink() or path.is_file()
 
 
 def _display_root(root) -> str:
@@ -239,20 +299,21 @@ class Run:
                             f"{type(config).__name__}")
         run = cls(root, config.config_hash() if name is None else name, config)
         run._check_config()
+        meta_text = yaml.safe_dump({**collect_metadata(), **(metadata or {})}, sort_keys=False)
+        if len(meta_text.encode("utf-8")) > MAX_YAML_BYTES:  # it could not be read back
+            raise ValueError(f"Run.create: metadata takes {len(meta_text.encode('utf-8'))} "
+                             f"bytes as YAML, more than the {MAX_YAML_BYTES} nnjit reads back")
         yaml_path = run.path / "run.yaml"
         (run.path / "checkpoints").mkdir(parents=True, exist_ok=True)
         if not yaml_path.exists():
             atomic_write_text(yaml_path, config.to_yaml())
-        atomic_write_text(run.path / "metadata.yaml",
-                          yaml.safe_dump({**collect_metadata(), **(metadata or {})},
-                                         sort_keys=False))
+        atomic_write_text(run.path / "metadata.yaml", meta_text)
         return run
 
     def _check_config(self) -> None:
         """ValueError when the folder already holds a run of another config."""
-        yaml_path = self.path / "run.yaml"
-        if yaml_path.exists():
-            existing = RunConfig.from_yaml(yaml_path.read_text(encoding="utf-8"))
+        if _has_run_yaml(self.path):
+            existing = _read_run_config(self.root, self.path, self.display)
             if existing != self.config:
                 raise ValueError(f"run {self.display} already exists with another config")
 
@@ -291,31 +352,61 @@ class Run:
 
     @classmethod
     def load(cls, run_id: str, root="runs") -> Run:
-        """Open an existing run; FileNotFoundError names the run relative to the root."""
+        """Open an existing run.
+
+        Raises:
+            FileNotFoundError: no such run (the message names it relative to the root and lists
+                up to 10 runs there).
+            RunFileError: its ``run.yaml`` is unreadable or invalid, or it or the run's folder
+                is a symlink to outside the root.
+            ValueError: an invalid run id.
+        """
         root_path = Path(os.fspath(root))
         path = _run_dir(root_path, run_id)
-        yaml_path = path / "run.yaml"
-        if not yaml_path.is_file():
-            known = [r.id for r in cls.all(root)] if root_path.is_dir() else []
+        shown = f"{_display_root(root)}/{run_id}"
+        if not _has_run_yaml(path):
+            known = [r.id for r in cls.scan(root)[0]] if root_path.is_dir() else []
+            listed = ", ".join(known[:_MAX_LISTED_RUNS]) + (
+                f" and {len(known) - _MAX_LISTED_RUNS} more" if len(known) > _MAX_LISTED_RUNS
+                else "")
             raise FileNotFoundError(f"no run {run_id!r} in {_display_root(root)}"
-                                    f"{'; runs: ' + ', '.join(known) if known else ''}")
-        return cls(root, run_id, RunConfig.from_yaml(yaml_path.read_text(encoding="utf-8")))
+                                    f"{'; runs: ' + listed if known else ''}")
+        return cls(root, run_id, _read_run_config(root_path, path, shown))
 
     @classmethod
     def all(cls, root="runs") -> list[Run]:
-        """Every run under ``root`` (folders with a ``run.yaml``), sorted by id."""
+        """Every run under ``root`` (folders with a ``run.yaml``) that can be opened, sorted by
+        id. Each one that cannot (:class:`RunFileError`: an invalid ``run.yaml``, a symlink
+        out of the root...) is left out with a ``UserWarning`` naming it."""
+        runs, skipped = cls.scan(root)
+        for error in skipped:
+            warnings.warn(f"Run.all: skipped {error.folder}: {error}", stacklevel=2)
+        return runs
+
+    @classmethod
+    def scan(cls, root="runs") -> tuple[list[Run], list[RunFileError]]:
+        """``(runs, skipped)``: the runs under ``root`` that can be opened, sorted by id, and
+        the :class:`RunFileError` of each folder with a ``run.yaml`` that cannot be. Folders
+        whose name is not a run id, or without a ``run.yaml``, are not runs and not listed."""
         root_path = Path(os.fspath(root))
         if not root_path.is_dir():
-            return []
-        runs = []
+            return [], []
+        runs, skipped = [], []
         for child in sorted(root_path.iterdir()):
             try:
                 check_run_id(child.name)
             except ValueError:
                 continue
-            if (child / "run.yaml").is_file():
-                runs.append(cls.load(child.name, root))
-        return runs
+            shown = f"{_display_root(root)}/{child.name}"
+            try:
+                if _has_run_yaml(child):
+                    runs.append(cls.load(child.name, root))
+            except RunFileError as e:
+                skipped.append(e)
+            except OSError as e:  # e.g. a folder this user may not enter
+                skipped.append(RunFileError(f"cannot read {shown}: {e.strerror or e}", child,
+                                            shown))
+        return runs, skipped
 
     # -- contents --------------------------------------------------------------------------------
     @property
@@ -327,8 +418,19 @@ class Run:
         return f"Run({self.id!r}, root={self._root_text!r})"
 
     def metadata(self) -> dict:
+        """``metadata.yaml`` as a dict (empty when there is none); RunFileError naming it when
+        it cannot be read, is invalid YAML, or is not a mapping."""
         path = self.path / "metadata.yaml"
-        return yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else {}
+        if not (path.is_symlink() or path.exists()):
+            return {}
+        data = _read_run_yaml(self.root, self.path, "metadata.yaml", self.display)
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            raise RunFileError(f"invalid {self.display}/metadata.yaml: expected a mapping, got "
+                               f"{type(data).__name__} {excerpt(data, 60)}", path, self.display,
+                               self)
+        return data
 
     def history(self):
         """``idps.csv`` as a DataFrame (empty, with the columns, before the first epoch)."""
@@ -715,6 +817,8 @@ def write_report(run: Run, path=None, *, data=None, class_names=None) -> Path:
     table, and for classification runs whose data can be loaded the best checkpoint's
     confusion matrix, classification report and a 2-D t-SNE of its logits (at most
     :data:`REPORT_TSNE_ROWS` rows) on the evaluation data. plotly.js is inlined once.
+    Without scikit-learn (the ``viz`` extra) the t-SNE is left out with a note in the page
+    and one line on stderr.
 
     Args:
         data: ``(X, y)`` to evaluate on; default: the run's own data (:meth:`Run.load_data`:
@@ -815,11 +919,16 @@ def _evaluation_figures(run: Run, data, class_names):
     rows = np.arange(len(y))
     if len(rows) > REPORT_TSNE_ROWS:
         rows = np.sort(np.random.default_rng(0).choice(len(y), REPORT_TSNE_ROWS, replace=False))
+    note = ""
     if len(rows) >= 5:
         perplexity = float(min(30.0, (len(rows) - 1) / 3))
-        figures.append((f"t-SNE of the logits: {label}",
-                        tsne(logits[rows], y_true[rows], perplexity=perplexity, seed=0,
-                             class_names=names, max_iter=REPORT_TSNE_ITERATIONS,
-                             title=f"t-SNE of the {phase.value} checkpoint's logits "
-                                   f"({len(rows)} rows)")))
-    return (figures, tables), ""
+        try:
+            figures.append((f"t-SNE of the logits: {label}",
+                            tsne(logits[rows], y_true[rows], perplexity=perplexity, seed=0,
+                                 class_names=names, max_iter=REPORT_TSNE_ITERATIONS,
+                                 title=f"t-SNE of the {phase.value} checkpoint's logits "
+                                       f"({len(rows)} rows)")))
+        except ImportError as e:  # scikit-learn is an optional extra: the rest still renders
+            note = f"No t-SNE of the logits: {e}"
+            print(f"nnjit report: t-SNE skipped: {e}", file=sys.stderr)
+    return (figures, tables), note

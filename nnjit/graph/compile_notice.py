@@ -22,7 +22,7 @@ import time
 
 from numba.core import event as numba_event
 
-from nnjit.kernels._jit import JIT_OPTIONS
+from nnjit.kernels.cache_locator import caches_on_disk
 
 #: Cold compile time of each build per dtype, in seconds, as the notice states it ("about N s"):
 #: a fresh clone on the project machine (2-core AMD EPYC, numba 0.68); see docs/performance.md.
@@ -65,9 +65,8 @@ def start_message(what: str, dtype: str) -> str:
             f"{ESTIMATED_SECONDS.get(what, 15)} s{ahead})")
 
 
-def end_message(seconds: float) -> str:
-    where = ("cached for next time" if JIT_OPTIONS["cache"]
-             else "not cached: no writable cache directory")
+def end_message(seconds: float, cached: bool = True) -> str:
+    where = "cached for next time" if cached else "not cached"  # (a warning said why)
     return f"nnjit: compiled in {seconds:.1f} s ({where})"
 
 
@@ -114,7 +113,7 @@ class _Listener(numba_event.Listener):
         seconds = time.perf_counter() - start
         _compiled_seconds[0] += seconds
         if enabled():
-            _say(end_message(seconds))
+            _say(end_message(seconds, caches_on_disk(dispatcher)))
 
 
 numba_event.register("numba:compile", _Listener())

@@ -147,14 +147,49 @@ def history_plot(histories, columns=HISTORY_COLUMNS, names=None, *, x: str = "ep
                 legendgroup=run,
                 line={"color": PALETTE[r % len(PALETTE)], "dash": DASHES[c % len(DASHES)]},
             ))
+    yaxis = {"title": {"text": columns[0] if len(columns) == 1 else "value"},
+             "type": "log" if log_y else "linear"}
+    flat = flat_range(np.concatenate([np.asarray(t.y, dtype=np.float64) for t in fig.data]),
+                      log=log_y)
+    if flat is not None:
+        yaxis["range"] = flat
     fig.update_layout(
         title={"text": title if title is not None else ", ".join(columns)},
         xaxis={"title": {"text": x}},
-        yaxis={"title": {"text": columns[0] if len(columns) == 1 else "value"},
-               "type": "log" if log_y else "linear"},
+        yaxis=yaxis,
         hovermode="x unified",
     )
     return fig
+
+
+#: A flat series' axis spans its value +- this fraction of it.
+FLAT_MARGIN = 0.1
+
+
+def flat_range(values: np.ndarray, *, log: bool = False) -> list[float] | None:
+    """A y-axis range for values that are all equal (a constant learning rate), else ``None``.
+
+    Plotly draws a flat line on ``-1..1`` whatever its value, so 0.001 reads as 0; the range
+    returned spans the value +- :data:`FLAT_MARGIN` of it (``-1..1`` for 0). On a log axis the
+    range is in log10 units, as plotly expects (``None`` for a value <= 0, which a log axis
+    cannot show). NaN/inf are ignored; ``None`` when no finite value remains.
+    """
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return None
+    lo, hi = float(finite.min()), float(finite.max())
+    if hi - lo > 1e-9 * max(abs(lo), abs(hi)):
+        return None
+    value = (lo + hi) / 2
+    if log:
+        if value <= 0:
+            return None
+        return [float(np.log10(value * (1 - FLAT_MARGIN))),
+                float(np.log10(value * (1 + FLAT_MARGIN)))]
+    if value == 0:
+        return [-1.0, 1.0]
+    margin = abs(value) * FLAT_MARGIN
+    return [value - margin, value + margin]
 
 
 # ------------------------------------------------------------------------------- scatter

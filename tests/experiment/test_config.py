@@ -403,3 +403,53 @@ def test_docstring_lists_every_field():
         for name in kind.builder.params:
             assert name in inspect.getdoc(SchedulerConfig)
     assert schedulers.Scheduler  # the scheduler module is the source of SchedulerConfig's ranges
+
+
+_HUGE = "x" * 100_000
+
+
+@pytest.mark.parametrize("build, where", [
+    (lambda: TrainConfig(monitor=[_HUGE]), "TrainConfig.monitor"),
+    (lambda: TrainConfig(mode=_HUGE), "TrainConfig.mode"),
+    (lambda: TrainConfig(checkpoints=[_HUGE]), "TrainConfig.checkpoints[0]"),
+    (lambda: TrainConfig(checkpoints=list(range(100_000))), "TrainConfig.checkpoints[0]"),
+    (lambda: TrainConfig(epochs=10 ** 5000), "TrainConfig.epochs"),  # repr() fails on it
+    (lambda: NetConfig(in_dim=1, out_dim=2, hidden_dims=[_HUGE]), "NetConfig.hidden_dims[0]"),
+    (lambda: NetConfig(in_dim=1, out_dim=2, hidden_dims=_HUGE), "NetConfig.hidden_dims"),
+    (lambda: NetConfig(in_dim=1, out_dim=2, activation=_HUGE), "NetConfig.activation"),
+    (lambda: NetConfig(in_dim=[0] * 100_000, out_dim=2), "NetConfig.in_dim"),
+    (lambda: ModelConfig(net=NET, dtype=_HUGE), "ModelConfig.dtype"),
+    (lambda: OptimizerConfig(betas=[0.1] * 100_000), "OptimizerConfig.betas"),
+    (lambda: OptimizerConfig(betas=[_HUGE, 0.1]), "OptimizerConfig.betas[0]"),
+    (lambda: RunConfig(model=MODEL, data=[_HUGE]), "RunConfig.data"),
+    (lambda: RunConfig.from_state({"model": MODEL.state(), _HUGE: 1}), "RunConfig: unknown"),
+    (lambda: RunConfig.from_state({"model": MODEL.state(), **{f"k{i}": 1 for i in range(10**4)}}),
+     "RunConfig: unknown keys 'k0', 'k1'"),
+    (lambda: NetConfig.from_yaml(f"in_dim: 1\nout_dim: 2\nkind: '{_HUGE[:60_000]}'\n"),
+     "NetConfig.kind"),
+])
+def test_errors_quote_a_bounded_excerpt_of_the_value(build, where):
+    with pytest.raises(ValueError) as info:
+        build()
+    message = str(info.value)
+    assert message.startswith(where), message[:300]
+    assert len(message) < 700, (len(message), message[:300])
+
+
+def test_excerpts_say_how_long_the_value_was():
+    with pytest.raises(ValueError, match=r"got 'xxxx.*'\.\.\. \(100000 characters\)$"):
+        TrainConfig(mode=_HUGE)
+    with pytest.raises(ValueError, match=r"unknown keys 'k0', .*'k9' and 9990 more; valid"):
+        RunConfig.from_state({"model": MODEL.state(), **{f"k{i}": 1 for i in range(10**4)}})
+    with pytest.raises(ValueError, match=r"got an int of 16610 bits"):
+        TrainConfig(epochs=10 ** 5000)
+    with pytest.raises(ValueError, match=r"^TrainConfig.monitor must be None or a metric name "
+                                         r"such as 'val_loss', got 3$"):
+        TrainConfig(monitor=3)  # a short value is quoted whole, as before
+
+
+def test_a_long_value_from_yaml_is_quoted_briefly():
+    with pytest.raises(ValueError, match=r"RunConfig.data must be None or a data set name or "
+                                         r"path, got \['xxx.*\.\.\. \(1 items\)") as info:
+        RunConfig.from_yaml(f"model: {MODEL.state()}\ndata: ['{_HUGE[:60_000]}']\n")
+    assert len(str(info.value)) < 400

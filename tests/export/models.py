@@ -47,9 +47,9 @@ def mlp_pair(torch, activation: str, dtype, n_in=5, hidden=7, n_out=3):
 
 def compiled(model, dtype, n_features: int) -> nn.Trainer:
     """A trainer that has compiled ``model`` in ``dtype`` (its parameters now live in the arena,
-    in that dtype) without changing any weight: one gradient evaluation, no update."""
+    in that dtype) without changing any weight: one prediction lays it out."""
     trainer = nn.Trainer(model, dtype=dtype, seed=0)
-    trainer.gradients(np.zeros((2, n_features)), np.zeros(2, dtype=np.int64))
+    trainer.predict_outputs(np.zeros((2, n_features)))
     return trainer
 
 

@@ -246,7 +246,7 @@ def test_pyg_layer_file_loads_into_nnjit_with_equal_outputs(tmp_path, kind):
                                 tmp_path / "pyg.safetensors")
     model = OneLayer(make_layer(kind, f_in, f_out))
     trainer = nn.Trainer(model, dtype=np.float64, seed=0)
-    trainer.gradients(graph)  # compiles in float64 (no update)
+    trainer.predict_outputs(graph)  # lays the model out in float64
     model.load_safetensors(tmp_path / "pyg.safetensors")
     with torch.no_grad():
         expected = theirs(torch.from_numpy(graph.x.astype(np.float64)),

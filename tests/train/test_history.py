@@ -54,8 +54,27 @@ def test_frame_equality_either_side():
 
 
 def test_regression_history_has_no_accuracy():
-    h = _lazy(_rows(), classification=False)
+    rows = _rows()
+    h = _lazy(rows, classification=False)
     assert h["train_accuracy"].isna().all() and h["val_accuracy"].isna().all()
+    assert list(h.columns) == list(it.HISTORY_COLUMNS) and h["epoch"].dtype == np.int64
+    for i, column in enumerate(it.HISTORY_COLUMNS):
+        if column not in ("train_accuracy", "val_accuracy"):
+            np.testing.assert_array_equal(h[column].to_numpy(), rows[:, i])
+
+
+def test_built_with_public_pandas_api_only():
+    """pandas is pinned only ``>=2``: no private pandas names (``_from_arrays``, ``_mgr``...)."""
+    import re
+    from pathlib import Path
+
+    import nnjit.train.history as module
+
+    source = Path(module.__file__).read_text(encoding="utf-8")
+    private = re.findall(r"\b(?:pd|pandas|DataFrame|frame|self)\._[a-z]\w*", source)
+    assert not private, private
+    for name in ("_from_arrays", "_mgr", "_attrs", "_flags", "_item_cache"):
+        assert name not in source
 
 
 def test_the_rows_are_copied_when_built():

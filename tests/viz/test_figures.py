@@ -195,6 +195,32 @@ def test_history_plot_single_run_mapping_csv_and_trainer_like(tmp_path):
     np.testing.assert_array_equal(viz.history_plot(no_epoch).data[0].x, np.arange(len(h)))
 
 
+def test_history_plot_constant_series_gets_a_range_around_its_value():
+    h = _history(0)  # lr is 0.01 throughout: plotly alone would draw it on -1..1
+    fig = viz.history_plot(h, columns="lr")
+    np.testing.assert_allclose(fig.layout.yaxis.range, [0.009, 0.011])
+    fig = viz.history_plot(h, columns="lr", log_y=True)
+    assert fig.layout.yaxis.type == "log"
+    np.testing.assert_allclose(fig.layout.yaxis.range, np.log10([0.009, 0.011]))
+    # two runs at the same constant value are still flat; a NaN (no value that epoch) is ignored
+    other = h.assign(lr=[0.01, np.nan, 0.01, 0.01, 0.01, 0.01])
+    np.testing.assert_allclose(viz.history_plot([h, other], columns="lr").layout.yaxis.range,
+                               [0.009, 0.011])
+    np.testing.assert_allclose(
+        viz.history_plot(h.assign(lr=-2.0), columns="lr").layout.yaxis.range, [-2.2, -1.8])
+    assert list(viz.history_plot(h.assign(lr=0.0), columns="lr").layout.yaxis.range) == [-1, 1]
+    # anything that varies keeps plotly's autorange
+    assert viz.history_plot(h, columns=("lr", "train_loss")).layout.yaxis.range is None
+    assert viz.history_plot([h, h.assign(lr=0.02)], columns="lr").layout.yaxis.range is None
+    decayed = h.assign(lr=0.01 * 0.5 ** np.arange(len(h)))
+    assert viz.history_plot(decayed, columns="lr", log_y=True).layout.yaxis.range is None
+    # nothing to draw (no validation data), or a constant 0 on a log axis: autorange
+    assert viz.history_plot(h.assign(val_loss=np.nan), columns="val_loss").layout.yaxis.range \
+        is None
+    assert viz.history_plot(h.assign(lr=0.0), columns="lr",
+                            log_y=True).layout.yaxis.range is None
+
+
 def test_history_plot_errors():
     h = _history(0)
     with pytest.raises(ValueError, match=r"no column\(s\) \['val_f1'\].*train_loss"):

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
+
+import nnjit
 
 from nnjit.experiment import (
     Checkpoints,
@@ -47,6 +54,8 @@ def test_report_has_confusion_matrix_and_tsne_of_the_best_checkpoint(tmp_path):
     figures = plotly_figures(page)
     assert page.count("plotly.js v") == 1 and 'src="http' not in page  # inlined once
     assert len(figures) == 5  # loss, accuracy, lr, confusion matrix, t-SNE
+    lr = [f for f in figures if f["layout"]["title"]["text"] == "learning rate"]
+    np.testing.assert_allclose(lr[0]["layout"]["yaxis"]["range"], [0.009, 0.011])  # lr 0.01
     heat = [f for f in figures if f["data"][0]["type"] == "heatmap"]
     assert len(heat) == 1
     trace = heat[0]["data"][0]
@@ -104,3 +113,30 @@ def test_report_with_too_few_rows_skips_tsne(tmp_path):
     page = write_report(run, data=(d.X_val[:3], d.y_val[:3])).read_text(encoding="utf-8")
     kinds = [f["data"][0]["type"] for f in plotly_figures(page)]
     assert kinds.count("heatmap") == 1 and len(kinds) == 4
+
+
+def test_report_without_scikit_learn_skips_the_tsne_with_a_note(tmp_path):
+    """The installed ``nnjit report`` in a process where scikit-learn cannot be imported (a
+    ``sitecustomize`` on PYTHONPATH blocks it, as on a default install without the viz extra)."""
+    run, d = _run(tmp_path / "runs")
+    shim = tmp_path / "no_sklearn"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text("import sys\nsys.modules['sklearn'] = None\n")
+    checkout = str(Path(nnjit.__file__).resolve().parents[1])  # the code under test
+    paths = [str(shim), checkout, *filter(None, [os.environ.get("PYTHONPATH")])]
+    command = Path(sys.executable).parent / "nnjit"
+    assert command.exists(), f"the installed nnjit command is missing: {command}"
+    proc = subprocess.run([str(command), "report", run.id, "--root", str(tmp_path / "runs")],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)})
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    skipped = [line for line in proc.stderr.splitlines() if "t-SNE" in line]
+    assert len(skipped) == 1 and "pip install 'nnjit[viz]'" in skipped[0], proc.stderr
+    page = (run.path / "report.html").read_text(encoding="utf-8")
+    figures = plotly_figures(page)
+    assert len(figures) == 4  # loss, accuracy, lr, confusion matrix: everything but the t-SNE
+    assert not [f for f in figures if "t-SNE" in f["layout"]["title"]["text"]]
+    assert [f for f in figures if f["data"][0]["type"] == "heatmap"]
+    assert "No t-SNE of the logits" in page and "nnjit[viz]" in page
+    assert "Classification report" in page and "History table" in page
