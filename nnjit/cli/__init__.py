@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from nnjit.cli.errors import CommandError, os_error_line, report
+from nnjit.cli.errors import CommandError, one_line_warnings, os_error_line, report
 
 __all__ = ["build_parser", "main", "version_text"]
 
@@ -133,7 +133,10 @@ def main(argv=None) -> int:
     args = _parse(sys.argv[1:] if argv is None else list(argv))
     command = " ".join(filter(None, (args.command, getattr(args, "runs_command", None))))
     try:
-        return _dispatch(args)
+        if args.debug:  # Python's own warning format, with the file and line of each
+            return _dispatch(args)
+        with one_line_warnings(command):
+            return _dispatch(args)
     except CommandError as error:
         if args.debug:
             raise

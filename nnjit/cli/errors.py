@@ -9,7 +9,9 @@ keeps its traceback.
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import warnings
 
 #: Exit status of an expected failure (argparse uses 2 for bad arguments too).
 EXIT_USAGE = 2
@@ -31,3 +33,16 @@ def report(command: str, error: CommandError) -> int:
     text = " ".join(str(error).split())  # one line, whatever the message held
     print(f"nnjit {command}: {text}", file=sys.stderr)
     return EXIT_USAGE
+
+
+@contextlib.contextmanager
+def one_line_warnings(command: str):
+    """Show the warnings raised while a command runs as ``nnjit <command>: warning: <text>``
+    lines (Python's default format adds the file, line and source line of the warn call)."""
+    def show(message, category, filename, lineno, file=None, line=None):
+        text = " ".join(str(message).split())
+        print(f"nnjit {command}: warning: {text}", file=file or sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield

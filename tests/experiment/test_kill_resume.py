@@ -61,6 +61,9 @@ def test_cli_resume_of_a_run_killed_before_its_first_checkpoint(tmp_path):
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert "has no checkpoint to resume from" in done.stderr
+    warning = [line for line in done.stderr.splitlines() if "has no checkpoint" in line]
+    assert len(warning) == 1 and warning[0].startswith("nnjit train: warning: train_run: run ")
+    assert "warnings.warn" not in done.stderr  # one line, not Python's file:line format
     assert "training it from the start" in done.stderr
     assert f"run runs/{run_id}: 3 epochs" in done.stdout
     assert not stale.exists()
