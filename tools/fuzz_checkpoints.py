@@ -443,14 +443,16 @@ def worker(base: Path, folder: Path, seed: int) -> None:
     out = sys.stdout
     out.write(json.dumps({"ready": os.getpid()}) + "\n")
     out.flush()
-    inject = os.environ.get("NNJIT_FUZZ_INJECT", "")
+    # The tool's own test: NNJIT_FUZZ_INJECT=crash,hang makes case 0 die of SIGSEGV and case 1
+    # sleep, to check that both are counted.
+    inject = os.environ.get("NNJIT_FUZZ_INJECT", "").split(",")
     for line in sys.stdin:
         index = int(line)
-        if inject == "crash" and index == 0:  # (the tool's own test: a crash is counted)
+        if "crash" in inject and index == 0:
             import signal
 
             os.kill(os.getpid(), signal.SIGSEGV)
-        if inject == "hang" and index == 1:
+        if "hang" in inject and index == 1:
             time.sleep(3600)
         record = run_case(base, index, folder, data, seed)
         for stale in folder.glob(f"case{index}*"):
