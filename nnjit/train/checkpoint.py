@@ -1,4 +1,9 @@
-"""Model weights in ``.nne`` files (format: docs/nne-format.md)."""
+"""Model weights and trainer checkpoints in ``.nne`` files (format: docs/nne-format.md).
+
+Writing packs the groups a checkpoint holds; reading checks every field of an untrusted file
+(type, dtype, shape, range) before anything is changed, raising only ``NNEFormatError`` (naming
+the file and the field) or ``StateMismatchError`` (parameter names and shapes).
+"""
 
 from __future__ import annotations
 
@@ -127,7 +132,8 @@ def _names(nne, group: str, required, optional=()) -> None:
 def _count(nne, field: str, value: float, low: float = 0, high: float = _MAX_COUNT) -> int:
     """A float that must be a whole number in [low, high]."""
     if not (math.isfinite(value) and value == int(value) and low <= value <= high):
-        raise _bad(nne, field, f"is {value!r}, expected a whole number in [{low:g}, {high:g}]")
+        top = "2**53" if high == _MAX_COUNT else f"{high:g}"
+        raise _bad(nne, field, f"is {value!r}, expected a whole number in [{low:g}, {top}]")
     return int(value)
 
 
@@ -357,6 +363,15 @@ def _check_metadata_types(nne) -> None:
         if not _is_int(n) or not 0 <= n <= _MAX_COUNT:
             raise _bad(nne, "metadata 'optimizer' iterations", f"is {n!r}, expected a whole "
                        "number in [0, 2**53]")
+
+
+def metadata_epoch(nne, default: int = 0) -> int:
+    """Metadata ``epoch`` (what a run's checkpoints record), checked: a whole number >= 0, else
+    :class:`NNEFormatError` naming the file; ``default`` when absent."""
+    epoch = nne.metadata.get("epoch", default)
+    if not _is_int(epoch) or not 0 <= epoch <= _MAX_COUNT:
+        raise _bad(nne, "metadata 'epoch'", f"is {epoch!r}, expected a whole number >= 0")
+    return epoch
 
 
 def _check_permutation(nne, order: np.ndarray) -> None:
