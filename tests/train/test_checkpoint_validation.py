@@ -295,3 +295,14 @@ def test_state_problem(state, problem):
 
     assert re.search(problem, rng.state_problem(state))
     assert rng.state_problem(rng.seed_state(0)) is None
+
+
+@pytest.mark.parametrize("value", ["3", -1, 2.0, True, None, [3]])
+def test_metadata_epoch_is_checked(base, tmp_path, value):
+    from nnjit.train.checkpoint import metadata_epoch
+
+    assert metadata_epoch(load_nne(forge(base, tmp_path / "e.nne", meta("epoch", 4)))) == 4
+    assert metadata_epoch(load_nne(base), default=7) == 7
+    nne = load_nne(forge(base, tmp_path / "e.nne", meta("epoch", value)))
+    with pytest.raises(nn.NNEFormatError, match=r"e.nne: metadata 'epoch' is .*, expected a whole"):
+        metadata_epoch(nne)
