@@ -6,8 +6,11 @@ these kernels with a state array the model owns, never through numba's global pe
 
 **State layout.** ``STATE_WORDS = 4`` words of an ``int64`` array of shape ``(4,)``, C-contiguous.
 Word ``k`` holds the bits of xoshiro256**'s ``uint64`` word ``s[k]`` (reinterpreted, not
-converted: ``state.view(np.uint64)`` shows the generator's words). The all-zero state is invalid;
-:func:`seed_state` never produces it. Kernels advance the state in place.
+converted: ``state.view(np.uint64)`` shows the generator's words). The all-zero state is invalid
+(xoshiro maps it to itself and outputs only zeros); :func:`seed_state` never produces it and
+:func:`state_problem` reports it (checkpoints are checked with it when loaded). Kernels advance the
+state in place, and every rejection loop is bounded (:data:`MAX_DRAWS`), so even an invalid state
+can never make a kernel spin.
 
 Reference: Blackman and Vigna, "Scrambled linear pseudorandom number generators" (2021),
 https://prng.di.unimi.it/xoshiro256starstar.c and https://prng.di.unimi.it/splitmix64.c.
@@ -21,6 +24,11 @@ from nnjit.kernels._jit import jit
 
 #: Number of int64 words in a generator state (xoshiro256**: four 64-bit words).
 STATE_WORDS = 4
+
+#: The most draws a rejection loop makes. Each draw of a valid generator is rejected with
+#: probability below 1/2, so needing more has probability below 2**-64: the bound never changes a
+#: result in practice, and an invalid (all-zero) state cannot spin forever.
+MAX_DRAWS = 64
 
 _MASK64 = (1 << 64) - 1
 _SPLITMIX_GAMMA = 0x9E3779B97F4A7C15
@@ -80,6 +88,22 @@ def seed_state(seed) -> np.ndarray:
     return np.array(words, dtype=np.uint64).view(np.int64)
 
 
+def state_problem(state) -> str | None:
+    """Why ``state`` is not a valid generator state, or None when it is one.
+
+    A valid state is an ``int64`` ndarray of shape ``(STATE_WORDS,)`` that is not all zero.
+    """
+    if not isinstance(state, np.ndarray):
+        return f"is a {type(state).__name__}, expected an int64 array"
+    if state.dtype != np.int64:
+        return f"has dtype {state.dtype}, expected int64"
+    if state.shape != (STATE_WORDS,):
+        return f"has shape {state.shape}, expected ({STATE_WORDS},)"
+    if not state.any():
+        return "is all zero, which xoshiro256** never leaves (every draw would be 0)"
+    return None
+
+
 @jit
 def _rotl(x, k):
     """Rotate the uint64 ``x`` left by the uint64 ``k`` (0 < k < 64) bits."""
@@ -119,7 +143,9 @@ def next_below(state, n):
     """Return an int64 uniform on [0, n) for int64 ``n >= 1``, exactly unbiased. state: int64 (4,).
 
     n < 2**32: Lemire's multiply-shift on the top 32 bits with rejection of the biased low range
-    (usually no division). Larger n: bitmask rejection (at most 2 expected draws).
+    (usually no division). Larger n: bitmask rejection (at most 2 expected draws). Either loop
+    stops after :data:`MAX_DRAWS` draws (probability below 2**-64 for a valid state) with a value
+    that is still in [0, n), so an invalid state gives poor numbers but never a hang.
     """
     nn = np.uint64(n)
     if nn <= _LOW32:
@@ -127,19 +153,23 @@ def next_below(state, n):
         low = m & _LOW32
         if low < nn:
             threshold = (_TWO32 - nn) % nn  # 2**32 mod n: the size of the biased range
-            while low < threshold:
+            draws = 1
+            while low < threshold and draws < MAX_DRAWS:
                 m = (next_u64(state) >> _U32) * nn
                 low = m & _LOW32
-        return np.int64(m >> _U32)
+                draws += 1
+        return np.int64(m >> _U32)  # (< n: the top 32 bits times n, shifted back)
     mask = nn - np.uint64(1)
     shift = np.uint64(1)
     while shift < _U64:
         mask |= mask >> shift
         shift += shift
-    while True:
+    r = next_u64(state) & mask
+    draws = 1
+    while r >= nn and draws < MAX_DRAWS:
         r = next_u64(state) & mask
-        if r < nn:
-            return np.int64(r)
+        draws += 1
+    return np.int64(r if r < nn else r % nn)
 
 
 @jit

@@ -257,7 +257,16 @@ class Module:
         save_module(self, path)
 
     def load_weights(self, path) -> None:
-        """Load parameters from a ``.nne`` file written by :meth:`save_weights`."""
+        """Load parameters from a ``.nne`` file written by :meth:`save_weights` (or a checkpoint).
+
+        Nothing changes unless every parameter matches.
+
+        Raises:
+            NNEFormatError: the file is not a valid ``.nne`` file, has no ``params`` group, or a
+                parameter is not float32/float64; the message names the file and the tensor.
+            StateMismatchError: every missing, unexpected or mis-shaped parameter, at once.
+            OSError: the file cannot be read.
+        """
         from nnjit.train.checkpoint import load_module
 
         load_module(self, path)

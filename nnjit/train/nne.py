@@ -136,12 +136,14 @@ class NNEFile:
     """The contents of a ``.nne`` file.
 
     ``groups`` maps group name -> tensor name -> array, in file order. The arrays are native-endian,
-    C-contiguous, aligned and writable views into one buffer holding the file's payload.
+    C-contiguous, aligned and writable views into one buffer holding the file's payload. ``path``
+    is the file it was read from (named in errors about its contents).
     """
 
     groups: dict[str, dict[str, np.ndarray]]
     metadata: dict[str, Any]
     version: int
+    path: str | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -382,7 +384,7 @@ def load_nne(path: str | os.PathLike[str]) -> NNEFile:
         raise fail(f"header is not valid JSON: {exc}") from None
 
     groups, metadata = _parse_header(header, payload, payload_len, fail)
-    return NNEFile(groups=groups, metadata=metadata, version=version)
+    return NNEFile(groups=groups, metadata=metadata, version=version, path=spath)
 
 
 def _parse_header(header: Any, payload: np.ndarray, payload_len: int, fail: Any) -> tuple[

@@ -947,46 +947,32 @@ class Trainer:
         and ReduceLROnPlateau afresh (the scheduler table still continues at
         ``initial_epoch * steps_per_epoch``).
 
-        Raises:
-            StateMismatchError: listing every missing, unexpected or mis-shaped tensor.
-            NNEFormatError: the file is not a valid ``.nne`` file.
-        """
-        from nnjit.train.checkpoint import (
-            OPTIMIZER,
-            RNG,
-            params_group,
-            unpack_callbacks,
-            unpack_fit,
-        )
-        from nnjit.train.nne import NNEFormatError, load_nne
+        The file is untrusted: every field is checked (type, dtype, shape and range: the RNG
+        state is a valid generator state, the shuffle order a permutation, counters whole and
+        >= 0, ...) before anything changes, so a failed load leaves the trainer as it was.
 
-        nne = load_nne(path)
-        fit = unpack_fit(nne)
-        if fit is not None and fit["best_params"].size not in (0, self.model.num_parameters()):
-            raise NNEFormatError(f"{path}: fit state's best_params has {fit['best_params'].size} "
-                                 f"values, the model has {self.model.num_parameters()}")
-        state = nne.groups.get(OPTIMIZER, {}).get("state")
-        if state is not None:  # check everything before changing anything
-            info = nne.metadata.get("optimizer", {})
-            if info.get("class") != type(self.optimizer).__name__:
-                raise NNEFormatError(f"{path}: optimizer state of {info.get('class')}, but this "
-                                     f"trainer uses {type(self.optimizer).__name__}")
-            n_params = self.model.num_parameters()
-            if state.shape != (max(self.optimizer.n_buffers, 1), n_params):
-                raise NNEFormatError(f"{path}: optimizer state has shape {state.shape}, "
-                                     f"expected ({self.optimizer.n_buffers}, {n_params})")
-        self.model.load_state_dict(params_group(nne, path), where=str(path))
-        if state is not None:
-            self.optimizer.state = np.array(state, dtype=self.dtype)
-            self.optimizer.iterations = int(nne.metadata["optimizer"].get("iterations", 0))
-        rng = nne.groups.get(RNG, {})
-        if "shuffle_order" in rng:
-            self._perm = np.array(rng["shuffle_order"], dtype=np.int64)
-        if "state" in rng:
-            self._pending_rng = np.array(rng["state"], dtype=np.int64)
+        Raises:
+            StateMismatchError: listing every missing, unexpected or mis-shaped parameter.
+            NNEFormatError: the file is not a valid ``.nne`` file, or a field of the checkpoint
+                is missing, of the wrong type, dtype or shape, or out of range, or the optimizer
+                state is another optimizer's; the message names the file and the field.
+            OSError: the file cannot be read (missing, permission denied).
+        """
+        from nnjit.train.checkpoint import read_checkpoint
+        from nnjit.train.nne import load_nne
+
+        saved = read_checkpoint(load_nne(path), self.model, self.optimizer)  # changes nothing
+        self.model.load_state_dict(saved.params, where=str(path))
+        if saved.optimizer_state is not None:
+            self.optimizer.state = np.array(saved.optimizer_state, dtype=self.dtype)
+            self.optimizer.iterations = saved.optimizer_iterations
+        if saved.shuffle_order is not None:
+            self._perm = np.array(saved.shuffle_order, dtype=np.int64)
+        if saved.rng_state is not None:
+            self._pending_rng = np.array(saved.rng_state, dtype=np.int64)
             if self.program is not None:
                 self.program.rng[:] = self._pending_rng
-        self._resume = {"fit": fit, "callbacks": unpack_callbacks(nne)}
+        self._resume = {"fit": saved.fit, "callbacks": saved.callbacks}
 
     def __repr__(self) -> str:
         return (f"Trainer(model={type(self.model).__name__}, optimizer={self.optimizer!r}, "
