@@ -477,9 +477,10 @@ class Run:
 
     def checkpoint_epoch(self, phase=Checkpoints.LAST) -> int:
         """The 1-based epoch a checkpoint was saved after."""
+        from nnjit.train.checkpoint import metadata_epoch
         from nnjit.train.nne import load_nne
 
-        return int(load_nne(self.checkpoint(phase)).metadata.get("epoch", 0))
+        return metadata_epoch(load_nne(self.checkpoint(phase)))
 
     def encoding(self):
         """The run's :class:`~nnjit.data.tabular.TabularEncoding` (``encoding.json``), or None
@@ -777,17 +778,19 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
 def _check_resumable(run: Run, phase: Checkpoints, target: int) -> None:
     """NoCheckpointError without that checkpoint; RunFinishedError when it is at or past
     ``target`` or early stopping ended the run there."""
-    from nnjit.train.checkpoint import unpack_callbacks, unpack_fit
+    from nnjit.train.checkpoint import metadata_epoch, unpack_callbacks, unpack_fit
     from nnjit.train.nne import load_nne
 
     path = run.path / "checkpoints" / phase.filename
     if not path.is_file():
         raise NoCheckpointError(run, phase)
     nne = load_nne(path)
-    epoch = int(nne.metadata.get("epoch", 0))
+    epoch = metadata_epoch(nne)
     fit = unpack_fit(nne)
+    # only EarlyStopping's states are validated on load (a user callback's state is its own)
     stopped = (fit is not None and fit["stopped"] == 1.0) or any(
-        int(state.get("stopped_epoch", 0) or 0) > 0 for state in unpack_callbacks(nne).values())
+        int(state.get("stopped_epoch", 0) or 0) > 0
+        for key, state in unpack_callbacks(nne).items() if key.startswith("EarlyStopping"))
     if stopped or epoch >= target:
         raise RunFinishedError(run, epoch, target, stopped)
 
