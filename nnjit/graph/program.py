@@ -151,7 +151,7 @@ class Program:
                                            batch_log))
 
     def run(self, task, data, training, state, best, history, out, on_pause=None,
-            batch_log=None) -> int:
+            batch_log=None, call=None) -> int:
         """Call the compiled loop until the task is done, running Python ops and pauses.
 
         Args:
@@ -159,6 +159,7 @@ class Program:
             training: ``(cfg, opt_hyper, opt_state, reg_spans, lr_table, plateau, accum)``.
             on_pause: called after every epoch chunk; returning False stops the run.
             batch_log: optional (epochs * batches, 5) float64 array for per-batch rows.
+            call: ``call(execute, args)`` runs each compiled call (default: directly).
 
         Returns the final status (DONE, or PAUSED when ``on_pause`` stopped it).
         Raises on divergence.
@@ -166,7 +167,7 @@ class Program:
         self.gdata[G_INPUT_LOADED] = 0  # the caller's X may differ from the last call's
         args = self._arguments(task, data, training, state, best, history, out, batch_log)
         while True:
-            status, where = self._execute(*args)
+            status, where = self._execute(*args) if call is None else call(self._execute, args)
             if status == st.YIELD_FORWARD or status == st.YIELD_BACKWARD:
                 self._run_python_op(status, int(where), state)
                 continue

@@ -12,7 +12,7 @@ import numpy as np
 from nnjit.config import DEFAULT_DTYPE, SUPPORTED_DTYPES
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
-from nnjit.data.loader import DataLoader, check_features
+from nnjit.data.loader import DataLoader, check_features, to_arena
 from nnjit.data.neighbor_loader import NeighborLoader
 from nnjit.graph import interpreter as it
 from nnjit.graph import status as st
@@ -295,6 +295,8 @@ class Trainer:
             return data
         if isinstance(data, tuple) and len(data) == 2 and y is None:
             data, y = data
+        if getattr(data, "shape", (1,))[:1] == (0,) or (isinstance(data, list) and not data):
+            raise ValueError(f"{where}: X is empty (0 samples)")
         if y is None:
             raise ValueError(f"{where}: expected a DataLoader or (X, y), got "
                              f"{type(data).__name__} without targets")
@@ -553,11 +555,16 @@ class Trainer:
         status = None
         interrupted = False
 
+        # A chunked fit in the main thread runs each compiled call in a helper thread, so that a
+        # second Ctrl-C reaches the loop mid-epoch (Python ops return to Python every job anyway).
+        call = (stop.call_in_thread if per_epoch and _in_main_thread() and not program.python_ops
+                else None)
+
         def run():
             with single_threaded_blas():
                 return program.run(it.TASK_FIT, data, training(), state, self._best, history,
                                    self._empty(1), on_pause=on_epoch if per_epoch else None,
-                                   batch_log=batch_log)
+                                   batch_log=batch_log, call=call)
 
         try:
             if threaded:
@@ -579,7 +586,7 @@ class Trainer:
             self.optimizer.iterations = int(state[it.ST_STEP])
             self._set_training(False)
             requested = stop is not None and stop.requested
-            if requested and state[it.ST_STOPPED] == _STOP_REQUESTED:
+            if requested and state[it.ST_STOPPED] in (it.STOP_AFTER_EPOCH, it.STOP_NOW):
                 state[it.ST_STOPPED] = 0.0  # a Ctrl-C is not early stopping: a resume goes on
             self.history_ = self._history_frame(history, state, monitor)
             self._batch_frame(state)
@@ -624,10 +631,13 @@ class Trainer:
                 while worker.is_alive():
                     worker.join(_POLL_SECONDS)
                     shown = _show_rows(bar, self, history, state, shown)
+        except BaseException:  # a second Ctrl-C (or an error here): stop before the next job
+            _stop_worker(worker, stop)
+            if isinstance(outcome.get("error"), KeyboardInterrupt):
+                raise outcome["error"] from None  # (the message says what happened to the epoch)
+            raise
         finally:
-            while worker.is_alive():  # never leave the arrays to a running loop
-                stop.request()
-                worker.join(_POLL_SECONDS)
+            _stop_worker(worker, stop)  # never leave the arrays to a running loop
             shown = _show_rows(bar, self, history, state, shown)
             bar.on_train_end(self)
         if "error" in outcome:
@@ -775,7 +785,7 @@ class Trainer:
         graph_x = self._graph_features(data, what)
         if graph_x is not None:
             return graph_x
-        X = np.ascontiguousarray(check_features(data, f"{what}: X"), dtype=self.dtype)
+        X = to_arena(check_features(data, f"{what}: X"), self.dtype, f"{what}: X")
         if self.program is None:
             self._use_graph(None)
             _refuse_graph_model(self.model, what)
@@ -991,8 +1001,9 @@ def _refuse_graph_model(model: Module, what: str) -> None:
 
 #: ``state[ST_STOPPED]`` value of a stop request (Ctrl-C); early stopping writes 1.0. The
 #: compiled loop checks this field before every epoch, so the request is honoured once the
-#: current epoch (with its validation and best-weights bookkeeping) is complete.
-_STOP_REQUESTED = 2.0
+#: current epoch (with its validation and best-weights bookkeeping) is complete. A second
+#: Ctrl-C writes ``it.STOP_NOW``, which the loop checks before every job.
+_STOP_REQUESTED = it.STOP_AFTER_EPOCH
 _POLL_SECONDS = 0.05  # how often the main thread looks at a threaded fit's progress
 
 
@@ -1009,10 +1020,42 @@ class _StopRequest:
         self.state = state
         self.requested = False
 
-    def request(self) -> None:
+    def request(self, now: bool = False) -> None:
+        """Stop after the current epoch, or (``now``) before the running epoch's next job."""
         self.requested = True
-        if self.state[it.ST_STOPPED] == 0.0:
+        if now and self.state[it.ST_STOPPED] != 1.0:
+            self.state[it.ST_STOPPED] = it.STOP_NOW
+        elif self.state[it.ST_STOPPED] == 0.0:
             self.state[it.ST_STOPPED] = _STOP_REQUESTED
+
+    def call_in_thread(self, execute, args):
+        """``execute(*args)`` in a helper thread while this (main) thread waits, so Ctrl-C
+        handlers run during a compiled epoch; leaving early asks the loop to stop now."""
+        import threading
+
+        outcome = {}
+
+        def work():
+            try:
+                outcome["result"] = execute(*args)
+            except BaseException as e:  # re-raised here
+                outcome["error"] = e
+
+        worker = threading.Thread(target=work, name="nnjit-fit", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(_POLL_SECONDS)
+        except KeyboardInterrupt:  # the second Ctrl-C (the handler asked for a stop now)
+            _stop_worker(worker, self)
+            if outcome.get("result", (None,))[0] == st.INTERRUPTED:
+                return outcome["result"]  # Program.run raises it, saying what was abandoned
+            raise
+        finally:
+            _stop_worker(worker, self)
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["result"]
 
     @contextlib.contextmanager
     def on_sigint(self):
@@ -1028,6 +1071,7 @@ class _StopRequest:
 
         def handler(signum, frame):
             if self.requested:
+                self.request(now=True)  # the compiled loop stops before its next job
                 signal.default_int_handler(signum, frame)
             print("\nfit: interrupted (Ctrl-C): stopping after the current epoch; the history is "
                   "kept and the best weights restored", file=sys.stderr, flush=True)
@@ -1038,6 +1082,13 @@ class _StopRequest:
             yield
         finally:
             signal.signal(signal.SIGINT, previous)
+
+
+def _stop_worker(worker, stop: _StopRequest) -> None:
+    """Wait for a compiled call running in ``worker``, asking it to stop before its next job."""
+    while worker.is_alive():
+        stop.request(now=True)
+        worker.join(_POLL_SECONDS)
 
 
 def _show_rows(bar, trainer, history, state, shown: int) -> int:
