@@ -26,6 +26,35 @@ _VALUES_ARG = 4  # position of ``values`` (the arena, whose dtype names the buil
 compile_notice.watch(it.execute, "the training loop", _VALUES_ARG)
 
 
+class ArenaTooLarge(MemoryError):
+    """The arenas for ``max_batch`` rows would take ``nbytes``: more than the machine has, or
+    more than could be allocated. The trainer turns it into a message naming ``batch_size``."""
+
+    def __init__(self, nbytes: int, max_batch: int):
+        self.nbytes, self.max_batch = int(nbytes), int(max_batch)
+        super().__init__(f"the model's arenas for batches of {max_batch:,} rows would take "
+                         f"{format_bytes(nbytes)}, more than this machine has "
+                         f"({format_bytes(physical_memory())})")
+
+
+def physical_memory() -> int:
+    """Bytes of RAM (a very large number where the platform does not say)."""
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return 2**62
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # (unreachable)
+
+
 class Program:
     """Records, slot table and arenas of one traced model.
 
@@ -70,8 +99,14 @@ class Program:
         self.input_slot, self.target_slot, self.output_slot = input.slot, target.slot, output.slot
         slots.append(SlotSpec(scratch, 1, name="scratch"))
         self.slots, size, self.n_params, grad_size = layout(slots, self.dtype)
-        self.values = np.zeros(size, dtype=self.dtype)
-        self.grads = np.zeros(grad_size, dtype=self.dtype)  # constants (laid out last) have none
+        nbytes = (size + grad_size) * np.dtype(self.dtype).itemsize
+        if nbytes > physical_memory():  # (overcommit would accept it, then swap or be killed)
+            raise ArenaTooLarge(nbytes, self.max_batch)
+        try:
+            self.values = np.zeros(size, dtype=self.dtype)
+            self.grads = np.zeros(grad_size, dtype=self.dtype)  # constants (laid out last): none
+        except MemoryError:
+            raise ArenaTooLarge(nbytes, self.max_batch) from None
         self.hyper = np.array(tape.hyper + [0.0], dtype=np.float64)
         self.layout = np.array([  # in L_* order (see _LAYOUT_ORDER)
             input.slot,  # L_INPUT

@@ -16,7 +16,7 @@ from nnjit.data.loader import DataLoader, check_features, to_arena
 from nnjit.data.neighbor_loader import NeighborLoader
 from nnjit.graph import interpreter as it
 from nnjit.graph import status as st
-from nnjit.graph.program import Program
+from nnjit.graph.program import ArenaTooLarge, Program, format_bytes, physical_memory
 from nnjit.graph.tape import Tape, Tensor
 from nnjit.kernels import loss as kl
 from nnjit.losses import CrossEntropyLoss, Loss, get_loss
@@ -181,7 +181,17 @@ class Trainer:
                                            else max(max_batch, self._max_batch()))
             target = tape.input(target_cols, "target")
             loss = self.loss.record(tape, out, target)
-            program = Program(tape, x, target, out, loss, seed=self.seed)
+            try:
+                program = Program(tape, x, target, out, loss, seed=self.seed)
+            except ArenaTooLarge as e:
+                what = ("X's rows (gradients runs them as one batch)" if where == "gradients"
+                        else "batch_size")
+                raise MemoryError(f"{where}: {what}: batches of {e.max_batch:,} rows need "
+                                  f"{format_bytes(e.nbytes)} of arena memory (values and "
+                                  f"gradients) for {type(self.model).__name__}, more than can "
+                                  f"be allocated here ({format_bytes(physical_memory())} of RAM);"
+                                  f" use a smaller {'batch' if where == 'gradients' else what}"
+                                  ) from None
             self._install(program)
         self._inference_layout = inference  # a fit's layout stays one (and grows as fits need)
         return Y
@@ -194,6 +204,18 @@ class Trainer:
         """``model.train(mode)`` over the modules found when tracing (no second traversal)."""
         for _, module in self._modules:
             module.__dict__["training"] = mode
+
+    def _rows_per_batch(self, train, val_loader, n_rows: int) -> int:
+        """The largest batch a fit's arena must hold: the batch size, but never more rows than
+        the data has (60 rows with batch_size=10**7 need 60 rows, not 10**7). The validation
+        batch is the layout's, so it keeps the batches it had: as many rows as before, or all."""
+        batch = max(train.batch_size, val_loader.batch_size if val_loader else 1)
+        if self._graph is not None:  # (graph layouts are sized by the graph or its sampler)
+            return batch
+        rows = min(train.batch_size, n_rows)
+        if val_loader is not None:
+            rows = max(rows, min(batch, val_loader.n_samples))
+        return rows
 
     def _max_batch(self) -> int:
         return self.program.max_batch if self.program is not None else 1
@@ -443,7 +465,7 @@ class Trainer:
             val, None, "fit: val", batch_size=lambda n: max(train.batch_size, min(n, 256)))
         dtype = self.dtype
         X = train.features(dtype)
-        max_batch = max(train.batch_size, val_loader.batch_size if val_loader else 1)
+        max_batch = self._rows_per_batch(train, val_loader, len(X))
         Y = self._compile(X, lambda k: train.targets(self.loss, k, dtype), max_batch, "fit")
         program = self.program
         if val_loader is not None:
