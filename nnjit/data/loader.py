@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from nnjit.checks import check_int
+
 
 class DataLoader:
     """Training or validation data.
@@ -29,9 +31,7 @@ class DataLoader:
 
     def __init__(self, X, y=None, batch_size: int = 32, shuffle: bool = True,
                  drop_last: bool = False):
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or (
-            batch_size < 1
-        ):
+        if check_int(batch_size, "DataLoader: batch_size", "an int >= 1") < 1:
             raise ValueError(f"DataLoader: batch_size must be an int >= 1, got {batch_size!r}")
         self.X = check_features(X, "DataLoader: X")
         self.y = None if y is None else check_targets(y, len(self.X), "DataLoader: y")

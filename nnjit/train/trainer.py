@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nnjit.checks import check_int, check_real
 from nnjit.config import DEFAULT_DTYPE, SUPPORTED_DTYPES
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
@@ -94,7 +95,8 @@ class Trainer:
         self.dtype = np.dtype(DEFAULT_DTYPE if dtype is None else dtype)
         if self.dtype not in SUPPORTED_DTYPES:
             raise ValueError(f"Trainer: dtype must be float32 or float64, got {self.dtype}")
-        self.seed = next_seed() if seed is None else int(seed)
+        self.seed = next_seed() if seed is None else check_int(seed, "Trainer: seed",
+                                                                 "an int or None")
         self.program: Program | None = None
         self.history_: "pd.DataFrame | None" = None
         self._state = np.zeros(it.STATE_WIDTH, dtype=np.float64)
@@ -412,10 +414,16 @@ class Trainer:
             # validate on the graph's own val mask, as it trains (full batch or sampled)
             val = (train.like("val") if isinstance(train, NeighborLoader)
                    else FullBatch(graph, "val"))
-        if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
+        check_int(epochs, "fit: epochs", "an int >= 1")
+        check_int(initial_epoch, "fit: initial_epoch", "an int >= 0")
+        check_int(schedule_epochs, "fit: schedule_epochs", "an int >= 1 or None", none_ok=True)
+        check_real(tol, "fit: tol", "a number >= 0")
+        check_int(n_iter_no_change, "fit: n_iter_no_change", "an int >= 0 or None", none_ok=True)
+        check_real(grad_clip_norm, "fit: grad_clip_norm", "a number > 0 or None", none_ok=True)
+        check_int(accumulation_steps, "fit: accumulation_steps", "an int >= 1")
+        if epochs < 1:
             raise ValueError(f"fit: epochs must be an int >= 1, got {epochs!r}")
-        if (isinstance(initial_epoch, bool) or not isinstance(initial_epoch, (int, np.integer))
-                or not 0 <= initial_epoch < epochs):
+        if not 0 <= initial_epoch < epochs:
             raise ValueError(f"fit: initial_epoch must be an int in [0, epochs) = [0, {epochs}) "
                              f"(epochs is the final epoch, as in Keras), got {initial_epoch!r}")
         if schedule_epochs is not None and (isinstance(schedule_epochs, bool) or not isinstance(
@@ -631,40 +639,27 @@ class Trainer:
         this (main) thread draws the progress bar from the history rows already written and
         turns Ctrl-C into a stop request that the compiled loop honours after the current epoch.
         """
-        import threading
-
         from nnjit.train.builtin_callbacks import ProgressBar
 
         bar = ProgressBar() if verbose == 1 or verbose is True else ProgressBar(verbose=0)
         bar.on_train_begin(self, {"epochs": epochs, "initial_epoch": initial_epoch})
-        outcome = {}
-
-        def work():
-            try:
-                outcome["status"] = run()
-            except BaseException as e:  # re-raised in the main thread
-                outcome["error"] = e
-
-        worker = threading.Thread(target=work, name="nnjit-fit", daemon=True)
+        worker = _Worker(run)
         shown = initial_epoch
         try:
             with stop.on_sigint():
                 worker.start()
-                while worker.is_alive():
-                    worker.join(_POLL_SECONDS)
+                while not worker.done.wait(_POLL_SECONDS):
                     shown = _show_rows(bar, self, history, state, shown)
         except BaseException:  # a second Ctrl-C (or an error here): stop before the next job
             _stop_worker(worker, stop)
-            if isinstance(outcome.get("error"), KeyboardInterrupt):
-                raise outcome["error"] from None  # (the message says what happened to the epoch)
+            if isinstance(worker.outcome.get("error"), KeyboardInterrupt):
+                raise worker.outcome["error"] from None  # (its message says what was abandoned)
             raise
         finally:
             _stop_worker(worker, stop)  # never leave the arrays to a running loop
             shown = _show_rows(bar, self, history, state, shown)
             bar.on_train_end(self)
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["status"]
+        return worker.result()
 
     # -- fit state (exact resume) ----------------------------------------------------------------
     def fit_state(self) -> dict | None:
@@ -1053,31 +1048,18 @@ class _StopRequest:
     def call_in_thread(self, execute, args):
         """``execute(*args)`` in a helper thread while this (main) thread waits, so Ctrl-C
         handlers run during a compiled epoch; leaving early asks the loop to stop now."""
-        import threading
-
-        outcome = {}
-
-        def work():
-            try:
-                outcome["result"] = execute(*args)
-            except BaseException as e:  # re-raised here
-                outcome["error"] = e
-
-        worker = threading.Thread(target=work, name="nnjit-fit", daemon=True)
+        worker = _Worker(lambda: execute(*args))
         worker.start()
         try:
-            while worker.is_alive():
-                worker.join(_POLL_SECONDS)
+            worker.done.wait()
         except KeyboardInterrupt:  # the second Ctrl-C (the handler asked for a stop now)
             _stop_worker(worker, self)
-            if outcome.get("result", (None,))[0] == st.INTERRUPTED:
-                return outcome["result"]  # Program.run raises it, saying what was abandoned
+            if worker.outcome.get("result", (None,))[0] == st.INTERRUPTED:
+                return worker.outcome["result"]  # Program.run raises it, saying what was abandoned
             raise
         finally:
             _stop_worker(worker, self)
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["result"]
+        return worker.result()
 
     @contextlib.contextmanager
     def on_sigint(self):
@@ -1106,11 +1088,44 @@ class _StopRequest:
             signal.signal(signal.SIGINT, previous)
 
 
-def _stop_worker(worker, stop: _StopRequest) -> None:
+class _Worker:
+    """``fn()`` in a daemon thread; ``done`` is set when it has returned or raised.
+
+    Completion is an Event, not ``Thread.is_alive()``: on Python 3.11 a ``join`` interrupted by
+    KeyboardInterrupt can mark a running thread as stopped, and a process that then exits while
+    the compiled loop still writes its arrays crashes (SIGSEGV).
+    """
+
+    def __init__(self, fn):
+        import threading
+
+        self.outcome: dict = {}
+        self.done = threading.Event()
+
+        def work():
+            try:
+                self.outcome["result"] = fn()
+            except BaseException as e:  # re-raised by result()
+                self.outcome["error"] = e
+            finally:
+                self.done.set()
+
+        self.thread = threading.Thread(target=work, name="nnjit-fit", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def result(self):
+        if "error" in self.outcome:
+            raise self.outcome["error"]
+        return self.outcome["result"]
+
+
+def _stop_worker(worker: _Worker, stop: _StopRequest) -> None:
     """Wait for a compiled call running in ``worker``, asking it to stop before its next job."""
-    while worker.is_alive():
+    while not worker.done.is_set():
         stop.request(now=True)
-        worker.join(_POLL_SECONDS)
+        worker.done.wait(_POLL_SECONDS)
 
 
 def _show_rows(bar, trainer, history, state, shown: int) -> int:
