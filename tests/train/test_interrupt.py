@@ -197,7 +197,7 @@ def _read_until(proc, word: str) -> str:
 def test_real_sigint_twice_abandons_a_long_epoch_quickly(mode):
     """A second Ctrl-C is seen by the compiled loop before its next job: the process ends well
     within one (long) epoch, the completed epochs kept in ``trainer.history_``."""
-    proc = _start_child(mode, 40_000)
+    proc = _start_child(mode, 60_000)
     try:
         epoch = float(_read_until(proc, "epoch").split()[1])
         _read_until(proc, "ready")
@@ -206,14 +206,15 @@ def test_real_sigint_twice_abandons_a_long_epoch_quickly(mode):
         time.sleep(0.2)
         sent = time.perf_counter()
         proc.send_signal(signal.SIGINT)  # second: stop now
-        out, err = proc.communicate(timeout=120)
+        aborted = _read_until(proc, "aborted")
         took = time.perf_counter() - sent
+        out, err = proc.communicate(timeout=120)
     finally:
         proc.kill()
-    assert proc.returncode == 3, (out, err[-2000:])
+    assert proc.returncode == 3, (aborted, out, err[-2000:])
     assert "stopping after the current epoch" in err
-    assert out.startswith("aborted 0") and "during epoch 1: that epoch was abandoned" in out, out
-    assert took < max(1.0, epoch / 3), (took, epoch)  # not the rest of the epoch
+    assert aborted.startswith("aborted 0") and "during epoch 1: that epoch was abandoned" in aborted
+    assert took < epoch / 4, (took, epoch)  # a job or so, not the rest of the epoch
 
 
 @pytest.mark.parametrize("mode", ["threaded", "chunked"])
