@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from nnjit.checks import check_int, is_real, wrong_type
+from nnjit.checks import ArgumentTypeError, check_int, is_real, wrong_type
 
 __all__ = [
     "CosineAnnealingLR", "ExponentialLR", "LinearWarmupDecay", "OneCycleLR", "PLATEAU_PARAMS",
@@ -98,6 +98,8 @@ class Param:
             if isinstance(value, str) and value in self.choices:
                 return str(value)
             raise fail
+        if isinstance(value, (bool, np.bool_)):
+            raise ArgumentTypeError(str(fail))
         if self.kind == "int":
             value = check_int(value, where, self.describe())
         else:

@@ -414,11 +414,11 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
     if task == TASK_GRADIENT:
         batch = n
     val_batch = int(cfg[C_EVAL_BATCH])
-    if batch < 1 or val_batch < 1:
+    if batch < 1 or (n_val > 0 and val_batch < 1):
         return st.NO_ROWS, -1
     n_train_jobs = (n // batch if cfg[C_DROP_LAST] != 0.0 and task == TASK_FIT and n >= batch
                     else (n + batch - 1) // batch)
-    n_jobs = n_train_jobs + (n_val + val_batch - 1) // val_batch
+    n_jobs = n_train_jobs + ((n_val + val_batch - 1) // val_batch if n_val > 0 else 0)
     training_task = task == TASK_FIT or task == TASK_GRADIENT
     epochs_this_call = 0
     if n_jobs < 1 or (training_task and n_train_jobs < 1):

@@ -369,9 +369,10 @@ class Trainer:
                 Ctrl-C during a verbose or callback fit (in the main thread) stops training
                 after the current epoch: the history is kept, the best weights restored, the
                 callbacks (a run folder) finish, and ``fit`` returns with
-                ``stop_reason == "interrupted (KeyboardInterrupt)"``. A second Ctrl-C raises
-                KeyboardInterrupt in the Python code that is running (a slow callback); the
-                compiled epoch that is running always completes.
+                ``stop_reason == "interrupted (KeyboardInterrupt)"``. A second Ctrl-C abandons the
+                running epoch before its next minibatch and raises KeyboardInterrupt (best
+                weights restored, ``trainer.history_`` keeps the completed epochs). A silent
+                fit without callbacks (the plain call) sees Ctrl-C only when it returns.
             callbacks: :class:`~nnjit.train.callbacks.Callback` objects, or callables
                 ``f(history_dataframe)`` run after every epoch; returning False stops training.
             scheduler: a learning-rate scheduler from :mod:`nnjit.schedulers`, applied inside
@@ -585,10 +586,10 @@ class Trainer:
         status = None
         interrupted = False
 
-        # A chunked fit in the main thread runs each compiled call in a helper thread, so that a
-        # second Ctrl-C reaches the loop mid-epoch (Python ops return to Python every job anyway).
-        call = (stop.call_in_thread if per_epoch and _in_main_thread() and not program.python_ops
-                else None)
+        # A chunked fit in the main thread runs long compiled calls in a helper thread, so that
+        # a second Ctrl-C reaches the loop mid-epoch (Python ops return to Python every job).
+        call = (_EpochCaller(stop, len(X) * program.n_params)
+                if per_epoch and _in_main_thread() and not program.python_ops else None)
 
         def run():
             with single_threaded_blas():
@@ -1086,6 +1087,30 @@ class _StopRequest:
             yield
         finally:
             signal.signal(signal.SIGINT, previous)
+
+
+class _EpochCaller:
+    """Runs a chunked fit's compiled calls: directly while they are short, in a helper thread
+    (:meth:`_StopRequest.call_in_thread`, where a second Ctrl-C is seen mid-epoch) once one
+    took longer than ``THREAD_AFTER_SECONDS`` or when the epoch looks long from the start
+    (rows x parameters). A thread per call costs ~0.1-2 ms (more on a loaded machine)."""
+
+    THREAD_AFTER_SECONDS = 0.05
+    LONG_EPOCH_WORK = 5e7  # rows x parameters of an epoch that takes tens of milliseconds
+
+    def __init__(self, stop: _StopRequest, work: float):
+        self.stop = stop
+        self.threaded = work >= self.LONG_EPOCH_WORK
+
+    def __call__(self, execute, args):
+        if self.threaded:
+            return self.stop.call_in_thread(execute, args)
+        import time
+
+        start = time.perf_counter()
+        result = execute(*args)
+        self.threaded = time.perf_counter() - start > self.THREAD_AFTER_SECONDS
+        return result
 
 
 class _Worker:
