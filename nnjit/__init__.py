@@ -49,6 +49,7 @@ from nnjit.optim import Adam as Adam
 from nnjit.optim import AdamW as AdamW
 from nnjit.optim import RMSprop as RMSprop
 from nnjit.optim import get_optimizer as get_optimizer
+from nnjit.random import seeded as seeded
 from nnjit.random import set_seed as set_seed
 from nnjit.regularizers import L2Regularizer as L2Regularizer
 from nnjit.regularizers import SklearnL2Regularizer as SklearnL2Regularizer
@@ -106,6 +107,7 @@ __all__ = [
     "functional",
     "get_loss",
     "get_optimizer",
+    "seeded",
     "set_seed",
     "__version__",
 ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnjit.data.loader import all_finite
+from nnjit.data.loader import all_finite, to_arena
 from nnjit.graph.opcodes import Opcode
 from nnjit.graph.tape import Tape, Tensor
 
@@ -39,7 +39,9 @@ class CrossEntropyLoss(Loss):
     """Softmax cross-entropy over logits, fused with log-sum-exp; mean over the batch.
 
     Targets: class indices ``(N,)`` (integers in ``[0, C)``) or one-hot / probability rows
-    ``(N, C)``. Predictions: logits ``(N, C)``.
+    ``(N, C)`` (soft labels, as PyTorch's class probabilities: entries in [0, 1], each row
+    summing to 1 within ``PROBABILITY_TOLERANCE``; other rows are an error naming the first).
+    Predictions: logits ``(N, C)``.
     """
 
     opcode = Opcode.SOFTMAX_CE
@@ -68,7 +70,8 @@ class CrossEntropyLoss(Loss):
             return np.ascontiguousarray(y.reshape(-1, 1), dtype=dtype)
         if y.ndim == 2 and y.shape[1] == n_outputs:
             _finite(y, where)
-            return np.ascontiguousarray(y, dtype=dtype)
+            _check_probabilities(y, where)
+            return to_arena(y, dtype, where)
         raise ValueError(
             f"{where}: targets must be class indices of shape (N,) or one-hot rows (N, {n_outputs}),"
             f" got shape {y.shape}"
@@ -76,6 +79,27 @@ class CrossEntropyLoss(Loss):
 
 
 SoftmaxCrossEntropyLoss = CrossEntropyLoss
+
+#: How far a probability target row's sum may be from 1 (float32 softmax outputs and label
+#: smoothing round to within ~1e-6 of it).
+PROBABILITY_TOLERANCE = 1e-3
+
+
+def _check_probabilities(y: np.ndarray, where: str) -> None:
+    """Reject target rows that are not probabilities: an entry outside [0, 1], or a row
+    whose sum is not 1 (cross-entropy of such a row is no loss a model can minimise)."""
+    if y.size == 0:
+        return
+    if y.item(y.argmin()) < 0 or y.item(y.argmax()) > 1:
+        row = int(np.flatnonzero(((y < 0) | (y > 1)).any(axis=1))[0])
+        raise ValueError(f"{where}: one-hot / probability targets must lie in [0, 1]; row {row} "
+                         f"is {y[row].tolist()!r} (pass class indices, or class probabilities)")
+    sums = y.sum(axis=1, dtype=np.float64)
+    off = np.abs(sums - 1.0) > PROBABILITY_TOLERANCE
+    if off.any():
+        row = int(np.flatnonzero(off)[0])
+        raise ValueError(f"{where}: one-hot / probability target rows must sum to 1; row {row} "
+                         f"sums to {sums[row]:.6g} ({y[row].tolist()!r})")
 
 
 def _labels_in_range(y: np.ndarray, n: int) -> bool:
@@ -98,7 +122,7 @@ class MSELoss(Loss):
         if y.dtype.kind not in "iufb":
             raise ValueError(f"{where}: targets must be numeric, got dtype {y.dtype}")
         _finite(y, where)
-        return np.ascontiguousarray(y, dtype=dtype)
+        return to_arena(y, dtype, where)
 
 
 class BCEWithLogitsLoss(Loss):

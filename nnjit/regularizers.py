@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nnjit.checks import check_real
+
 
 class Regularizer:
     """Base class: which parameters are penalised and how the coefficient scales."""
@@ -21,7 +23,7 @@ class Regularizer:
     weights_only = False
 
     def __init__(self, coef: float):
-        coef = float(coef)
+        coef = check_real(coef, f"{type(self).__name__}: coef", "a number >= 0")
         if not np.isfinite(coef) or coef < 0:
             raise ValueError(f"{type(self).__name__}: coefficient must be >= 0, got {coef!r}")
         self.coef = coef

@@ -32,6 +32,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from nnjit.checks import ArgumentTypeError, check_int, is_real, wrong_type
+
 __all__ = [
     "CosineAnnealingLR", "ExponentialLR", "LinearWarmupDecay", "OneCycleLR", "PLATEAU_PARAMS",
     "PLATEAU_STATE", "Param", "ReduceLROnPlateau", "Scheduler", "StepLR", "plateau_step",
@@ -97,16 +99,14 @@ class Param:
                 return str(value)
             raise fail
         if isinstance(value, (bool, np.bool_)):
-            raise fail
+            raise ArgumentTypeError(str(fail))
         if self.kind == "int":
-            if not isinstance(value, (int, np.integer)):
-                raise fail
-            value = int(value)
+            value = check_int(value, where, self.describe())
         else:
-            if not isinstance(value, (int, float, np.integer, np.floating)):
+            if not is_real(value):
                 bound = dataclasses.replace(self, none_ok=False).describe()
-                raise ValueError(f"{where} must be {'None or ' if self.none_ok else ''}a number "
-                                 f"{bound}, got {value!r}")
+                raise wrong_type(where, f"{'None or ' if self.none_ok else ''}a number {bound}",
+                                 value)
             value = float(value)
             if not math.isfinite(value):
                 bound = dataclasses.replace(self, none_ok=False).describe()

@@ -27,6 +27,11 @@ class FullBatch(DataLoader):
         self.graph = graph
         self.mask = resolve_mask(graph, mask)
         n = graph.num_nodes
+        if not self.mask.any():  # the loss would count nothing: a fit trains nothing, a mean is NaN
+            what = (f"the graph's {mask if mask.endswith('_mask') else mask + '_mask'}"
+                    if isinstance(mask, str) else "mask" if mask is not None else "the graph")
+            raise ValueError(f"FullBatch: {what} selects no node (0 of {n}); the loss and "
+                             "accuracy would count nothing")
         # Sparse features reach the model through the graph data, not the batch input.
         self.X = np.zeros((n, 0), np.float32) if graph.is_sparse else graph.x
         self.y = graph.y

@@ -159,6 +159,11 @@ def _check_x(x):
         with np.errstate(over="ignore"):            # out-of-range values -> inf, reported below
             x = np.ascontiguousarray(x, dtype=np.float32)
         data = x
+    if x.shape[0] == 0 or x.shape[1] == 0:
+        raise ValueError(
+            f"Expected 'x' to have at least one node (row) and one feature (column) (got shape "
+            f"{x.shape}); a graph without nodes has nothing to train or predict."
+        )
     bad = ~np.isfinite(data)
     if bad.any():
         raise ValueError(

@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from nnjit.checks import check_int
+
 
 class DataLoader:
     """Training or validation data.
@@ -29,9 +31,7 @@ class DataLoader:
 
     def __init__(self, X, y=None, batch_size: int = 32, shuffle: bool = True,
                  drop_last: bool = False):
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or (
-            batch_size < 1
-        ):
+        if check_int(batch_size, "DataLoader: batch_size", "an int >= 1") < 1:
             raise ValueError(f"DataLoader: batch_size must be an int >= 1, got {batch_size!r}")
         self.X = check_features(X, "DataLoader: X")
         self.y = None if y is None else check_targets(y, len(self.X), "DataLoader: y")
@@ -51,10 +51,10 @@ class DataLoader:
         return len(self.X)
 
     def features(self, dtype) -> np.ndarray:
-        """X in the arena dtype, C-contiguous (cached)."""
+        """X in the arena dtype, C-contiguous (cached), finite after the cast."""
         key = ("X", np.dtype(dtype))
         if key not in self._cache:
-            self._cache[key] = np.ascontiguousarray(self.X, dtype=dtype)
+            self._cache[key] = to_arena(self.X, dtype, f"{type(self).__name__}: X")
         return self._cache[key]
 
     def targets(self, loss, n_outputs: int, dtype) -> np.ndarray:
@@ -101,6 +101,24 @@ def check_targets(y, n: int, where: str) -> np.ndarray:
         row = int(np.flatnonzero(~np.isfinite(y.reshape(n, -1)).all(axis=1))[0])
         raise ValueError(f"{where} contains NaN or inf (first at row {row})")
     return y
+
+
+def to_arena(a: np.ndarray, dtype, where: str) -> np.ndarray:
+    """``a`` as a C-contiguous array of the arena ``dtype``, checked finite AFTER the cast: a
+    float64 value beyond float32's range passes a check made before it and becomes inf."""
+    dtype = np.dtype(dtype)
+    if a.dtype.kind != "f" or a.dtype.itemsize <= dtype.itemsize:
+        return np.ascontiguousarray(a, dtype=dtype)  # (exact or widening: finite stays finite)
+    with np.errstate(over="ignore"):
+        out = np.ascontiguousarray(a, dtype=dtype)
+    if not all_finite(out):
+        flat = int(np.flatnonzero(~np.isfinite(out.reshape(-1)))[0])
+        row, col = divmod(flat, out.shape[1]) if out.ndim == 2 else (flat, 0)
+        value = a.reshape(-1)[flat].item()
+        raise ValueError(f"{where} has a value beyond {dtype}'s range (first at row {row}, column "
+                         f"{col}: {value!r}), which would be inf in the model's {dtype} arena; "
+                         f"rescale the data or use Trainer(dtype=np.float64)")
+    return out
 
 
 def all_finite(a: np.ndarray) -> bool:

@@ -89,7 +89,7 @@ OPT_SGD, OPT_ADAM, OPT_RMSPROP = kf.OPT_SGD, kf.OPT_ADAM, kf.OPT_RMSPROP
     ST_BEST,  # best monitored value so far
     ST_BEST_EPOCH,  # epoch (0-based) of the best value, -1 if none
     ST_BAD_EPOCHS,  # consecutive epochs without a tol-sized improvement
-    ST_STOPPED,  # 1 once early stopping fired
+    ST_STOPPED,  # 1 once early stopping fired; STOP_AFTER_EPOCH / STOP_NOW: a stop request
     ST_JOB,  # job index in the current epoch / task, -1 before it starts
     ST_DIR,  # 0 between jobs, 1 replaying forward, 2 replaying backward
     ST_CURSOR,  # next record to replay
@@ -117,6 +117,11 @@ HISTORY_COLUMNS = ("epoch", "train_loss", "train_accuracy", "val_loss", "val_acc
 BATCH_COLUMNS = ("epoch", "batch", "lr", "train_loss", "train_accuracy")
 
 DIR_IDLE, DIR_FORWARD, DIR_BACKWARD = 0, 1, 2
+
+# Stop requests Python writes into ``state[ST_STOPPED]`` while a fit runs (Ctrl-C): the loop reads
+# the field before every epoch and before every job. STOP_AFTER_EPOCH ends the fit before the next
+# epoch; STOP_NOW abandons the running epoch before its next job (status INTERRUPTED).
+STOP_AFTER_EPOCH, STOP_NOW = 2.0, 3.0
 
 _DENSE = int(Opcode.DENSE)
 _ADD = int(Opcode.ADD)
@@ -408,13 +413,20 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
     batch = int(cfg[C_BATCH]) if task == TASK_FIT else int(cfg[C_EVAL_BATCH])
     if task == TASK_GRADIENT:
         batch = n
+    val_batch = int(cfg[C_EVAL_BATCH])
+    if batch < 1 or (n_val > 0 and val_batch < 1):
+        return st.NO_ROWS, -1
     n_train_jobs = (n // batch if cfg[C_DROP_LAST] != 0.0 and task == TASK_FIT and n >= batch
                     else (n + batch - 1) // batch)
-    val_batch = int(cfg[C_EVAL_BATCH])
-    n_jobs = n_train_jobs + (n_val + val_batch - 1) // val_batch
+    n_jobs = n_train_jobs + ((n_val + val_batch - 1) // val_batch if n_val > 0 else 0)
     training_task = task == TASK_FIT or task == TASK_GRADIENT
     epochs_this_call = 0
+    if n_jobs < 1 or (training_task and n_train_jobs < 1):
+        return st.NO_ROWS, -1  # (Python rejects empty data first) nothing to run: never spin
 
+    # Every pass of this loop ends in a return or moves the replay cursor, the job or the epoch
+    # forward: a job (< n_jobs of them) ends after one forward and one backward replay, an epoch
+    # after n_jobs jobs, and the fit after cfg[C_EPOCHS] epochs, so the loop always terminates.
     while True:
         if state[ST_JOB] < 0:  # start an epoch (or the task)
             if task == TASK_FIT:
@@ -431,6 +443,12 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
         job = int(state[ST_JOB])
 
         if int(state[ST_DIR]) == DIR_IDLE:  # load the job's batch
+            if task == TASK_FIT and state[ST_STOPPED] == STOP_NOW:  # a second Ctrl-C
+                _restore_best(cfg, state, params, best)
+                return st.INTERRUPTED, -1  # (ST_JOB >= 0: the epoch is incomplete)
+            if job >= n_jobs:  # (cannot happen from a job count below n_jobs: say so, not spin)
+                state[ST_JOB] = -1
+                return st.NO_ROWS, -1
             is_train = job < n_train_jobs
             if is_train:
                 start = job * batch
@@ -525,7 +543,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
         state[ST_DIR] = DIR_IDLE
         state[ST_JOB] = job + 1
 
-        if job + 1 == n_jobs:  # end of the epoch / task
+        if job + 1 >= n_jobs:  # end of the epoch / task
             state[ST_JOB] = -1
             if task != TASK_FIT:
                 return st.DONE, -1

@@ -26,6 +26,35 @@ _VALUES_ARG = 4  # position of ``values`` (the arena, whose dtype names the buil
 compile_notice.watch(it.execute, "the training loop", _VALUES_ARG)
 
 
+class ArenaTooLarge(MemoryError):
+    """The arenas for ``max_batch`` rows would take ``nbytes``: more than the machine has, or
+    more than could be allocated. The trainer turns it into a message naming ``batch_size``."""
+
+    def __init__(self, nbytes: int, max_batch: int):
+        self.nbytes, self.max_batch = int(nbytes), int(max_batch)
+        super().__init__(f"the model's arenas for batches of {max_batch:,} rows would take "
+                         f"{format_bytes(nbytes)}, more than this machine has "
+                         f"({format_bytes(physical_memory())})")
+
+
+def physical_memory() -> int:
+    """Bytes of RAM (a very large number where the platform does not say)."""
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return 2**62
+
+
+def format_bytes(n: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # (unreachable)
+
+
 class Program:
     """Records, slot table and arenas of one traced model.
 
@@ -70,8 +99,14 @@ class Program:
         self.input_slot, self.target_slot, self.output_slot = input.slot, target.slot, output.slot
         slots.append(SlotSpec(scratch, 1, name="scratch"))
         self.slots, size, self.n_params, grad_size = layout(slots, self.dtype)
-        self.values = np.zeros(size, dtype=self.dtype)
-        self.grads = np.zeros(grad_size, dtype=self.dtype)  # constants (laid out last) have none
+        nbytes = (size + grad_size) * np.dtype(self.dtype).itemsize
+        if nbytes > physical_memory():  # (overcommit would accept it, then swap or be killed)
+            raise ArenaTooLarge(nbytes, self.max_batch)
+        try:
+            self.values = np.zeros(size, dtype=self.dtype)
+            self.grads = np.zeros(grad_size, dtype=self.dtype)  # constants (laid out last): none
+        except MemoryError:
+            raise ArenaTooLarge(nbytes, self.max_batch) from None
         self.hyper = np.array(tape.hyper + [0.0], dtype=np.float64)
         self.layout = np.array([  # in L_* order (see _LAYOUT_ORDER)
             input.slot,  # L_INPUT
@@ -151,7 +186,7 @@ class Program:
                                            batch_log))
 
     def run(self, task, data, training, state, best, history, out, on_pause=None,
-            batch_log=None) -> int:
+            batch_log=None, call=None) -> int:
         """Call the compiled loop until the task is done, running Python ops and pauses.
 
         Args:
@@ -159,6 +194,7 @@ class Program:
             training: ``(cfg, opt_hyper, opt_state, reg_spans, lr_table, plateau, accum)``.
             on_pause: called after every epoch chunk; returning False stops the run.
             batch_log: optional (epochs * batches, 5) float64 array for per-batch rows.
+            call: ``call(execute, args)`` runs each compiled call (default: directly).
 
         Returns the final status (DONE, or PAUSED when ``on_pause`` stopped it).
         Raises on divergence.
@@ -166,7 +202,7 @@ class Program:
         self.gdata[G_INPUT_LOADED] = 0  # the caller's X may differ from the last call's
         args = self._arguments(task, data, training, state, best, history, out, batch_log)
         while True:
-            status, where = self._execute(*args)
+            status, where = self._execute(*args) if call is None else call(self._execute, args)
             if status == st.YIELD_FORWARD or status == st.YIELD_BACKWARD:
                 self._run_python_op(status, int(where), state)
                 continue

@@ -6,6 +6,8 @@ DONE = 0  # the task finished
 PAUSED = 1  # an epoch chunk finished; Python may run callbacks, then call again to continue
 YIELD_FORWARD = 2  # a Python op must run its forward; the returned index says which record
 YIELD_BACKWARD = 3  # a Python op must run its backward
+INTERRUPTED = 4  # a STOP_NOW request (a second Ctrl-C) abandoned the running epoch
+NO_ROWS = 5  # the task has no rows to run (no job): Python's checks should have said so first
 NONFINITE_TRAIN_LOSS = 10
 NONFINITE_VAL_LOSS = 11
 
@@ -39,5 +41,14 @@ def raise_for_status(status: int, op_index: int, epoch: int, program, restored: 
             f"{_NONFINITE[status]} became NaN or infinite at epoch {epoch + 1}{where}; {tail}. "
             "Try a lower learning rate, standardised inputs or gradient clipping."
         )
+    if status == INTERRUPTED:
+        raise KeyboardInterrupt(
+            f"fit: interrupted again during epoch {epoch + 1}: that epoch was abandoned; the "
+            "history of the completed epochs is kept and the best weights were restored"
+            if restored else f"fit: interrupted again during epoch {epoch + 1}: that epoch was "
+            "abandoned; the history of the completed epochs is kept")
+    if status == NO_ROWS:
+        raise ValueError("the data has no rows to run (0 samples, or a mask that selects no "
+                         "node)")
     if status not in (DONE, PAUSED, YIELD_FORWARD, YIELD_BACKWARD):
         raise RuntimeError(f"compiled loop returned unknown status {status}")

@@ -6,12 +6,13 @@ import math
 
 import numpy as np
 
+from nnjit.checks import check_int
 from nnjit.config import DEFAULT_DTYPE
 from nnjit.graph.edges import SparseFeatures
 from nnjit.graph.tape import Tensor
 from nnjit.nn.module import Module
 from nnjit.nn.parameter import Parameter
-from nnjit.random import generator
+from nnjit.random import generator as default_generator
 
 INITS = ("glorot_uniform", "torch")
 
@@ -26,6 +27,9 @@ class Linear(Module):
         init: ``"glorot_uniform"`` (default; Glorot & Bengio 2010, :math:`U(-a, a)` with
             :math:`a = \sqrt{6 / (in + out)}`, zero bias) or ``"torch"`` (PyTorch's default:
             weight and bias :math:`U(-1/\sqrt{in}, 1/\sqrt{in})`).
+        generator: a ``numpy.random.Generator`` to draw the initial values from (as
+            ``torch.nn.init``'s ``generator=``); default :func:`nnjit.random.generator` (the
+            :func:`nnjit.seeded` block's, else :func:`nnjit.set_seed`'s process-wide one).
 
     Shapes:
         input ``(B, in_features)``, output ``(B, out_features)``; ``weight`` is
@@ -33,17 +37,20 @@ class Linear(Module):
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 init: str = "glorot_uniform"):
+                 init: str = "glorot_uniform", generator: np.random.Generator | None = None):
         super().__init__()
         for arg, value in (("in_features", in_features), ("out_features", out_features)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            if check_int(value, f"Linear: {arg}", "a positive int") < 1:
                 raise ValueError(f"Linear: {arg} must be a positive int, got {value!r}")
+        if generator is not None and not isinstance(generator, np.random.Generator):
+            raise TypeError(f"Linear: generator must be a numpy.random.Generator or None, got "
+                            f"{type(generator).__name__}")
         if init not in INITS:
             raise ValueError(f"Linear: unknown init {init!r}; valid: {', '.join(INITS)}")
         self.in_features = int(in_features)
         self.out_features = int(out_features)
         self.init = init
-        rng = generator()
+        rng = default_generator() if generator is None else generator
         if init == "glorot_uniform":
             limit = math.sqrt(6.0 / (in_features + out_features))
             w = rng.uniform(-limit, limit, (out_features, in_features))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nnjit.checks import check_real
+
 
 class Optimizer:
     """Base class. Subclasses set ``kind`` (interpreter code) and ``n_buffers`` (state rows)."""
@@ -20,7 +22,8 @@ class Optimizer:
             raise ValueError(f"{type(self).__name__}: pass lr or learning_rate, not both")
         lr = default if lr is None and learning_rate is None else (lr if lr is not None
                                                                    else learning_rate)
-        _check(self, "lr", lr, low=0.0, low_inclusive=False)
+        _check(self, "lr" if learning_rate is None else "learning_rate", lr, low=0.0,
+               low_inclusive=False)
         self.lr = float(lr)
         self.state: np.ndarray | None = None  # (n_buffers, n_params) once built
         self.iterations = 0
@@ -51,9 +54,7 @@ class Optimizer:
 
 def _check(opt, name, value, low=None, high=None, low_inclusive=True, high_inclusive=True):
     cls = type(opt).__name__
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{cls}: {name} must be a number, got {value!r}")
-    value = float(value)
+    value = check_real(value, f"{cls}: {name}")
     ok = np.isfinite(value)
     if low is not None:
         ok = ok and (value >= low if low_inclusive else value > low)

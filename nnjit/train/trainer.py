@@ -9,14 +9,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nnjit.checks import check_int, check_real
 from nnjit.config import DEFAULT_DTYPE, SUPPORTED_DTYPES
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
-from nnjit.data.loader import DataLoader, check_features
+from nnjit.data.loader import DataLoader, check_features, to_arena
 from nnjit.data.neighbor_loader import NeighborLoader
 from nnjit.graph import interpreter as it
 from nnjit.graph import status as st
-from nnjit.graph.program import Program
+from nnjit.graph.program import ArenaTooLarge, Program, format_bytes, physical_memory
 from nnjit.graph.tape import Tape, Tensor
 from nnjit.kernels import loss as kl
 from nnjit.losses import CrossEntropyLoss, Loss, get_loss
@@ -94,7 +95,8 @@ class Trainer:
         self.dtype = np.dtype(DEFAULT_DTYPE if dtype is None else dtype)
         if self.dtype not in SUPPORTED_DTYPES:
             raise ValueError(f"Trainer: dtype must be float32 or float64, got {self.dtype}")
-        self.seed = next_seed() if seed is None else int(seed)
+        self.seed = next_seed() if seed is None else check_int(seed, "Trainer: seed",
+                                                                 "an int or None")
         self.program: Program | None = None
         self.history_: "pd.DataFrame | None" = None
         self._state = np.zeros(it.STATE_WIDTH, dtype=np.float64)
@@ -181,7 +183,17 @@ class Trainer:
                                            else max(max_batch, self._max_batch()))
             target = tape.input(target_cols, "target")
             loss = self.loss.record(tape, out, target)
-            program = Program(tape, x, target, out, loss, seed=self.seed)
+            try:
+                program = Program(tape, x, target, out, loss, seed=self.seed)
+            except ArenaTooLarge as e:
+                what = ("X's rows (gradients runs them as one batch)" if where == "gradients"
+                        else "batch_size")
+                raise MemoryError(f"{where}: {what}: batches of {e.max_batch:,} rows need "
+                                  f"{format_bytes(e.nbytes)} of arena memory (values and "
+                                  f"gradients) for {type(self.model).__name__}, more than can "
+                                  f"be allocated here ({format_bytes(physical_memory())} of RAM);"
+                                  f" use a smaller {'batch' if where == 'gradients' else what}"
+                                  ) from None
             self._install(program)
         self._inference_layout = inference  # a fit's layout stays one (and grows as fits need)
         return Y
@@ -194,6 +206,18 @@ class Trainer:
         """``model.train(mode)`` over the modules found when tracing (no second traversal)."""
         for _, module in self._modules:
             module.__dict__["training"] = mode
+
+    def _rows_per_batch(self, train, val_loader, n_rows: int) -> int:
+        """The largest batch a fit's arena must hold: the batch size, but never more rows than
+        the data has (60 rows with batch_size=10**7 need 60 rows, not 10**7). The validation
+        batch is the layout's, so it keeps the batches it had: as many rows as before, or all."""
+        batch = max(train.batch_size, val_loader.batch_size if val_loader else 1)
+        if self._graph is not None:  # (graph layouts are sized by the graph or its sampler)
+            return batch
+        rows = min(train.batch_size, n_rows)
+        if val_loader is not None:
+            rows = max(rows, min(batch, val_loader.n_samples))
+        return rows
 
     def _max_batch(self) -> int:
         return self.program.max_batch if self.program is not None else 1
@@ -295,6 +319,8 @@ class Trainer:
             return data
         if isinstance(data, tuple) and len(data) == 2 and y is None:
             data, y = data
+        if getattr(data, "shape", (1,))[:1] == (0,) or (isinstance(data, list) and not data):
+            raise ValueError(f"{where}: X is empty (0 samples)")
         if y is None:
             raise ValueError(f"{where}: expected a DataLoader or (X, y), got "
                              f"{type(data).__name__} without targets")
@@ -343,9 +369,10 @@ class Trainer:
                 Ctrl-C during a verbose or callback fit (in the main thread) stops training
                 after the current epoch: the history is kept, the best weights restored, the
                 callbacks (a run folder) finish, and ``fit`` returns with
-                ``stop_reason == "interrupted (KeyboardInterrupt)"``. A second Ctrl-C raises
-                KeyboardInterrupt in the Python code that is running (a slow callback); the
-                compiled epoch that is running always completes.
+                ``stop_reason == "interrupted (KeyboardInterrupt)"``. A second Ctrl-C abandons the
+                running epoch before its next minibatch and raises KeyboardInterrupt (best
+                weights restored, ``trainer.history_`` keeps the completed epochs). A silent
+                fit without callbacks (the plain call) sees Ctrl-C only when it returns.
             callbacks: :class:`~nnjit.train.callbacks.Callback` objects, or callables
                 ``f(history_dataframe)`` run after every epoch; returning False stops training.
             scheduler: a learning-rate scheduler from :mod:`nnjit.schedulers`, applied inside
@@ -388,10 +415,16 @@ class Trainer:
             # validate on the graph's own val mask, as it trains (full batch or sampled)
             val = (train.like("val") if isinstance(train, NeighborLoader)
                    else FullBatch(graph, "val"))
-        if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
+        check_int(epochs, "fit: epochs", "an int >= 1")
+        check_int(initial_epoch, "fit: initial_epoch", "an int >= 0")
+        check_int(schedule_epochs, "fit: schedule_epochs", "an int >= 1 or None", none_ok=True)
+        check_real(tol, "fit: tol", "a number >= 0")
+        check_int(n_iter_no_change, "fit: n_iter_no_change", "an int >= 0 or None", none_ok=True)
+        check_real(grad_clip_norm, "fit: grad_clip_norm", "a number > 0 or None", none_ok=True)
+        check_int(accumulation_steps, "fit: accumulation_steps", "an int >= 1")
+        if epochs < 1:
             raise ValueError(f"fit: epochs must be an int >= 1, got {epochs!r}")
-        if (isinstance(initial_epoch, bool) or not isinstance(initial_epoch, (int, np.integer))
-                or not 0 <= initial_epoch < epochs):
+        if not 0 <= initial_epoch < epochs:
             raise ValueError(f"fit: initial_epoch must be an int in [0, epochs) = [0, {epochs}) "
                              f"(epochs is the final epoch, as in Keras), got {initial_epoch!r}")
         if schedule_epochs is not None and (isinstance(schedule_epochs, bool) or not isinstance(
@@ -441,7 +474,7 @@ class Trainer:
             val, None, "fit: val", batch_size=lambda n: max(train.batch_size, min(n, 256)))
         dtype = self.dtype
         X = train.features(dtype)
-        max_batch = max(train.batch_size, val_loader.batch_size if val_loader else 1)
+        max_batch = self._rows_per_batch(train, val_loader, len(X))
         Y = self._compile(X, lambda k: train.targets(self.loss, k, dtype), max_batch, "fit")
         program = self.program
         if val_loader is not None:
@@ -558,11 +591,16 @@ class Trainer:
         status = None
         interrupted = False
 
+        # A chunked fit in the main thread runs long compiled calls in a helper thread, so that
+        # a second Ctrl-C reaches the loop mid-epoch (Python ops return to Python every job).
+        call = (_EpochCaller(stop, len(X) * program.n_params)
+                if per_epoch and _in_main_thread() and not program.python_ops else None)
+
         def run():
             with single_threaded_blas():
                 return program.run(it.TASK_FIT, data, training(), state, self._best, history,
                                    self._empty(1), on_pause=on_epoch if per_epoch else None,
-                                   batch_log=batch_log)
+                                   batch_log=batch_log, call=call)
 
         try:
             if threaded:
@@ -584,7 +622,7 @@ class Trainer:
             self.optimizer.iterations = int(state[it.ST_STEP])
             self._set_training(False)
             requested = stop is not None and stop.requested
-            if requested and state[it.ST_STOPPED] == _STOP_REQUESTED:
+            if requested and state[it.ST_STOPPED] in (it.STOP_AFTER_EPOCH, it.STOP_NOW):
                 state[it.ST_STOPPED] = 0.0  # a Ctrl-C is not early stopping: a resume goes on
             self.history_ = self._history_frame(history, state, monitor)
             self._batch_frame(state)
@@ -606,37 +644,27 @@ class Trainer:
         this (main) thread draws the progress bar from the history rows already written and
         turns Ctrl-C into a stop request that the compiled loop honours after the current epoch.
         """
-        import threading
-
         from nnjit.train.builtin_callbacks import ProgressBar
 
         bar = ProgressBar() if verbose == 1 or verbose is True else ProgressBar(verbose=0)
         bar.on_train_begin(self, {"epochs": epochs, "initial_epoch": initial_epoch})
-        outcome = {}
-
-        def work():
-            try:
-                outcome["status"] = run()
-            except BaseException as e:  # re-raised in the main thread
-                outcome["error"] = e
-
-        worker = threading.Thread(target=work, name="nnjit-fit", daemon=True)
+        worker = _Worker(run)
         shown = initial_epoch
         try:
             with stop.on_sigint():
                 worker.start()
-                while worker.is_alive():
-                    worker.join(_POLL_SECONDS)
+                while not worker.done.wait(_POLL_SECONDS):
                     shown = _show_rows(bar, self, history, state, shown)
+        except BaseException:  # a second Ctrl-C (or an error here): stop before the next job
+            _stop_worker(worker, stop)
+            if isinstance(worker.outcome.get("error"), KeyboardInterrupt):
+                raise worker.outcome["error"] from None  # (its message says what was abandoned)
+            raise
         finally:
-            while worker.is_alive():  # never leave the arrays to a running loop
-                stop.request()
-                worker.join(_POLL_SECONDS)
+            _stop_worker(worker, stop)  # never leave the arrays to a running loop
             shown = _show_rows(bar, self, history, state, shown)
             bar.on_train_end(self)
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["status"]
+        return worker.result()
 
     # -- fit state (exact resume) ----------------------------------------------------------------
     def fit_state(self) -> dict | None:
@@ -794,7 +822,7 @@ class Trainer:
         graph_x = self._graph_features(data, what)
         if graph_x is not None:
             return graph_x
-        X = np.ascontiguousarray(check_features(data, f"{what}: X"), dtype=self.dtype)
+        X = to_arena(check_features(data, f"{what}: X"), self.dtype, f"{what}: X")
         if self.program is None:
             self._use_graph(None)
             _refuse_graph_model(self.model, what)
@@ -996,8 +1024,9 @@ def _refuse_graph_model(model: Module, what: str) -> None:
 
 #: ``state[ST_STOPPED]`` value of a stop request (Ctrl-C); early stopping writes 1.0. The
 #: compiled loop checks this field before every epoch, so the request is honoured once the
-#: current epoch (with its validation and best-weights bookkeeping) is complete.
-_STOP_REQUESTED = 2.0
+#: current epoch (with its validation and best-weights bookkeeping) is complete. A second
+#: Ctrl-C writes ``it.STOP_NOW``, which the loop checks before every job.
+_STOP_REQUESTED = it.STOP_AFTER_EPOCH
 _POLL_SECONDS = 0.05  # how often the main thread looks at a threaded fit's progress
 
 
@@ -1014,10 +1043,29 @@ class _StopRequest:
         self.state = state
         self.requested = False
 
-    def request(self) -> None:
+    def request(self, now: bool = False) -> None:
+        """Stop after the current epoch, or (``now``) before the running epoch's next job."""
         self.requested = True
-        if self.state[it.ST_STOPPED] == 0.0:
+        if now and self.state[it.ST_STOPPED] != 1.0:
+            self.state[it.ST_STOPPED] = it.STOP_NOW
+        elif self.state[it.ST_STOPPED] == 0.0:
             self.state[it.ST_STOPPED] = _STOP_REQUESTED
+
+    def call_in_thread(self, execute, args):
+        """``execute(*args)`` in a helper thread while this (main) thread waits, so Ctrl-C
+        handlers run during a compiled epoch; leaving early asks the loop to stop now."""
+        worker = _Worker(lambda: execute(*args))
+        worker.start()
+        try:
+            worker.done.wait()
+        except KeyboardInterrupt:  # the second Ctrl-C (the handler asked for a stop now)
+            _stop_worker(worker, self)
+            if worker.outcome.get("result", (None,))[0] == st.INTERRUPTED:
+                return worker.outcome["result"]  # Program.run raises it, saying what was abandoned
+            raise
+        finally:
+            _stop_worker(worker, self)
+        return worker.result()
 
     @contextlib.contextmanager
     def on_sigint(self):
@@ -1033,6 +1081,7 @@ class _StopRequest:
 
         def handler(signum, frame):
             if self.requested:
+                self.request(now=True)  # the compiled loop stops before its next job
                 signal.default_int_handler(signum, frame)
             print("\nfit: interrupted (Ctrl-C): stopping after the current epoch; the history is "
                   "kept and the best weights restored", file=sys.stderr, flush=True)
@@ -1043,6 +1092,70 @@ class _StopRequest:
             yield
         finally:
             signal.signal(signal.SIGINT, previous)
+
+
+class _EpochCaller:
+    """Runs a chunked fit's compiled calls: directly while they are short, in a helper thread
+    (:meth:`_StopRequest.call_in_thread`, where a second Ctrl-C is seen mid-epoch) once one
+    took longer than ``THREAD_AFTER_SECONDS`` or when the epoch looks long from the start
+    (rows x parameters). A thread per call costs ~0.1-2 ms (more on a loaded machine)."""
+
+    THREAD_AFTER_SECONDS = 0.05
+    LONG_EPOCH_WORK = 5e7  # rows x parameters of an epoch that takes tens of milliseconds
+
+    def __init__(self, stop: _StopRequest, work: float):
+        self.stop = stop
+        self.threaded = work >= self.LONG_EPOCH_WORK
+
+    def __call__(self, execute, args):
+        if self.threaded:
+            return self.stop.call_in_thread(execute, args)
+        import time
+
+        start = time.perf_counter()
+        result = execute(*args)
+        self.threaded = time.perf_counter() - start > self.THREAD_AFTER_SECONDS
+        return result
+
+
+class _Worker:
+    """``fn()`` in a daemon thread; ``done`` is set when it has returned or raised.
+
+    Completion is an Event, not ``Thread.is_alive()``: on Python 3.11 a ``join`` interrupted by
+    KeyboardInterrupt can mark a running thread as stopped, and a process that then exits while
+    the compiled loop still writes its arrays crashes (SIGSEGV).
+    """
+
+    def __init__(self, fn):
+        import threading
+
+        self.outcome: dict = {}
+        self.done = threading.Event()
+
+        def work():
+            try:
+                self.outcome["result"] = fn()
+            except BaseException as e:  # re-raised by result()
+                self.outcome["error"] = e
+            finally:
+                self.done.set()
+
+        self.thread = threading.Thread(target=work, name="nnjit-fit", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def result(self):
+        if "error" in self.outcome:
+            raise self.outcome["error"]
+        return self.outcome["result"]
+
+
+def _stop_worker(worker: _Worker, stop: _StopRequest) -> None:
+    """Wait for a compiled call running in ``worker``, asking it to stop before its next job."""
+    while not worker.done.is_set():
+        stop.request(now=True)
+        worker.done.wait(_POLL_SECONDS)
 
 
 def _show_rows(bar, trainer, history, state, shown: int) -> int:

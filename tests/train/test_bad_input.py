@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -96,7 +98,7 @@ def test_bad_batch_size(data, batch_size):
 
 @pytest.mark.parametrize("make, match", [
     (lambda: nn.Adam(lr=0), r"Adam: invalid lr 0.0"),
-    (lambda: nn.Adam(learning_rate=-1), r"Adam: invalid lr -1.0"),
+    (lambda: nn.Adam(learning_rate=-1), r"Adam: invalid learning_rate -1.0"),
     (lambda: nn.SGD(lr=float("nan")), r"SGD: invalid lr"),
     (lambda: nn.Adam(betas=(1.0, 0.999)), r"invalid beta parameter at index 0"),
     (lambda: nn.Adam(betas=(0.9, -0.1)), r"invalid beta parameter at index 1"),
@@ -192,3 +194,168 @@ def test_unknown_names_list_valid_ones():
         nn.get_loss("hinge")
     with pytest.raises(ValueError, match=r"unknown init 'he'; valid: glorot_uniform, torch"):
         nn.Linear(2, 2, init="he")
+
+
+# -- empty inputs: errors naming the argument (zero rows used to spin the compiled loop) ---------
+def _gcn():
+    class G(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.GCNConv(4, 3)
+
+        def forward(self, x, edges):
+            return self.conv(x, edges)
+
+    return G()
+
+
+def _graph(**masks):
+    rng = np.random.default_rng(0)
+    return nn.Graph.from_arrays(rng.normal(size=(10, 4)), rng.integers(0, 10, (2, 20)),
+                                rng.integers(0, 3, 10), **masks)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda t: t.fit((np.zeros((0, 4)), np.zeros(0)), epochs=1), r"fit: train: X is empty"),
+    (lambda t: t.predict(np.zeros((0, 4))), r"predict: X is empty"),
+    (lambda t: t.evaluate(np.zeros((0, 4)), np.zeros(0)), r"evaluate: X is empty"),
+    (lambda t: t.gradients(np.zeros((0, 4)), np.zeros(0)), r"gradients: X is empty"),
+    (lambda t: nn.DataLoader(np.zeros((0, 4)), np.zeros(0)), r"DataLoader: X is empty"),
+    (lambda t: nn.DataLoader(np.zeros((5, 0)), np.zeros(5)), r"DataLoader: X has no features"),
+])
+def test_empty_data_is_an_error_naming_it(call, match):
+    with pytest.raises(ValueError, match=match):
+        call(nn.Trainer(Net()))
+
+
+@pytest.mark.parametrize("x", [np.zeros((0, 4)), np.zeros((5, 0))])
+def test_graph_without_nodes_or_features_is_refused(x):
+    with pytest.raises(ValueError, match=r"Expected 'x' to have at least one node \(row\) and "
+                                         r"one feature"):
+        nn.Graph.from_arrays(x, np.zeros((2, 0), np.int64))
+
+
+def test_empty_masks_are_errors_naming_the_mask():
+    none = np.zeros(10, bool)
+    trainer = nn.Trainer(_gcn())
+    with pytest.raises(ValueError, match=r"the graph's train_mask selects no node \(0 of 10\)"):
+        trainer.fit(_graph(train_mask=none), epochs=1, verbose=False)  # used to train nothing
+    graph = _graph(train_mask=~none, test_mask=none)
+    with pytest.raises(ValueError, match=r"the graph's test_mask selects no node"):
+        trainer.evaluate(graph, "test")  # used to return NaN
+    with pytest.raises(ValueError, match=r"mask selects no node"):
+        trainer.gradients(graph, none)  # used to return zeros
+    assert np.isfinite(trainer.evaluate(graph)["loss"])  # every node: fine
+
+
+# -- values checked after the cast to the arena dtype ------------------------------------------
+def test_float64_beyond_float32_range_is_an_error_naming_row_and_column(data):
+    X, y = data
+    big = X.astype(np.float64)
+    big[7, 2] = 1e300  # finite in float64, inf in the float32 arena
+    trainer = nn.Trainer(Net())
+    with pytest.raises(ValueError, match=r"predict: X has a value beyond float32's range "
+                                         r"\(first at row 7, column 2: 1e\+300\)"):
+        trainer.predict(big)
+    with pytest.raises(ValueError, match=r"DataLoader: X has a value beyond float32's range "
+                                         r"\(first at row 7, column 2"):
+        fit(big, y)
+    target = np.zeros((20, 3))
+    target[4, 1] = -1e200
+    mse = nn.Trainer(Net(), loss="mse")
+    with pytest.raises(ValueError, match=r"y has a value beyond float32's range \(first at row 4,"
+                                         r" column 1"):
+        mse.fit((X, target), epochs=1, verbose=False)
+    assert nn.Trainer(Net(), dtype=np.float64).predict(big).shape == (20,)  # float64: fine
+
+
+@pytest.mark.parametrize("row, match", [
+    ([-1.0, 2.0, 0.0], r"y: one-hot / probability targets must lie in \[0, 1\]; row 3 is "
+                       r"\[-1.0, 2.0, 0.0\]"),
+    ([0.5, 0.6, 0.0], r"y: one-hot / probability target rows must sum to 1; row 3 sums to 1.1"),
+    ([0.0, 0.0, 0.0], r"row 3 sums to 0"),
+])
+def test_cross_entropy_targets_must_be_probabilities(data, row, match):
+    X, y = data
+    Y = np.eye(3)[y]
+    Y[3] = row
+    with pytest.raises(ValueError, match=match):
+        fit(X, Y)
+
+
+def test_cross_entropy_accepts_soft_labels_as_pytorch(data):
+    """Class probabilities (label smoothing) are targets, as in torch.nn.CrossEntropyLoss."""
+    torch = pytest.importorskip("torch")
+    X, y = data
+    smooth = (np.eye(3)[y] * 0.9 + 0.1 / 3).astype(np.float32)
+    nn.set_seed(0)
+    trainer = nn.Trainer(Net(), dtype=np.float64)
+    got = trainer.evaluate(X, smooth)["loss"]
+    logits = torch.tensor(trainer.predict_outputs(X))
+    want = torch.nn.CrossEntropyLoss()(logits, torch.tensor(smooth, dtype=torch.float64)).item()
+    assert got == pytest.approx(want, rel=1e-6)
+
+
+# -- numeric arguments of the wrong type: TypeError naming the argument --------------------------
+@pytest.mark.parametrize("call, name", [
+    (lambda: fit(np.zeros((4, 4), np.float32), np.zeros(4, np.int64), grad_clip_norm="1"),
+     "fit: grad_clip_norm"),
+    (lambda: fit(np.zeros((4, 4), np.float32), np.zeros(4, np.int64), tol="0.1"), "fit: tol"),
+    (lambda: fit(np.zeros((4, 4), np.float32), np.zeros(4, np.int64), n_iter_no_change=2.0),
+     "fit: n_iter_no_change"),
+    (lambda: fit(np.zeros((4, 4), np.float32), np.zeros(4, np.int64), accumulation_steps="2"),
+     "fit: accumulation_steps"),
+    (lambda: nn.Trainer(Net()).fit((np.zeros((4, 4)), np.zeros(4)), epochs=2.0),
+     "fit: epochs"),
+    (lambda: nn.Trainer(Net(), seed="1"), "Trainer: seed"),
+    (lambda: nn.DataLoader(np.zeros((4, 4)), np.zeros(4), batch_size="8"),
+     "DataLoader: batch_size"),
+    (lambda: nn.Adam(lr="0.1"), "Adam: lr"),
+    (lambda: nn.SGD(learning_rate="0.1"), "SGD: learning_rate"),
+    (lambda: nn.RMSprop(momentum=[0.9]), "RMSprop: momentum"),
+    (lambda: nn.schedulers.StepLR("2"), "StepLR.step_size"),
+    (lambda: nn.schedulers.ReduceLROnPlateau(factor="0.5"), "ReduceLROnPlateau.factor"),
+    (lambda: nn.L2Regularizer("1e-4"), "L2Regularizer: coef"),
+    (lambda: nn.Dropout("0.5"), "Dropout: p"),
+    (lambda: nn.LeakyReLU("0.1"), "LeakyReLU: negative_slope"),
+    (lambda: nn.Linear(4.0, 3), "Linear: in_features"),
+    (lambda: nn.set_seed("0"), "set_seed: seed"),
+])
+def test_numeric_argument_of_wrong_type_names_it(call, name):
+    with pytest.raises(TypeError, match=f"^{re.escape(name)} must be .*, got .*") as info:
+        call()
+    assert isinstance(info.value, ValueError)  # (what some of these raised before)
+
+
+# -- the arena holds the rows that can occur -----------------------------------------------------
+def test_arena_is_sized_by_the_rows_not_the_batch_size(data):
+    X, y = data
+    small = {}
+    for batch_size in (20, 10**7, 10**9):  # 10**9 used to fail: "Unable to allocate 89.4 GiB"
+        nn.set_seed(0)
+        trainer = nn.Trainer(Net(), seed=0)
+        trainer.fit(nn.DataLoader(X, y, batch_size=batch_size), epochs=3, verbose=False)
+        assert trainer.program.max_batch == 20
+        small[batch_size] = [p.data.copy() for p in trainer.model.parameters()]
+    for a, b in zip(small[20], small[10**9]):  # one batch of all rows, bit for bit
+        np.testing.assert_array_equal(a, b)
+
+
+def test_an_arena_that_cannot_fit_names_batch_size():
+    from nnjit.graph.program import physical_memory
+
+    class Wide(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(1, 2**16)
+            self.out = nn.Linear(2**16, 2)
+
+        def forward(self, x):
+            return self.out(self.fc(x))
+
+    rows = physical_memory() // (4 * 2**16) + 1  # the wide layer's float32 output alone
+    X = np.broadcast_to(np.float32(1.0), (rows, 1))  # no memory of its own
+    loader = nn.DataLoader(X, np.zeros(rows, np.int64), batch_size=rows)
+    with pytest.raises(MemoryError, match=r"fit: batch_size: batches of [\d,]+ rows need "
+                                          r"[\d.]+ GiB of arena memory"):
+        nn.Trainer(Wide()).fit(loader, epochs=1, verbose=False)

@@ -173,21 +173,81 @@ def test_progress_bar_with_callbacks_is_a_callback(monkeypatch, capsys):
     assert "4/4" in capsys.readouterr().err
 
 
-def test_second_ctrl_c_still_ends_the_fit_cleanly():
-    X, y, Xv, yv = _digits()
+# -- real SIGINTs to a process running a long fit -----------------------------------------------
+def _start_child(mode: str, rows: int):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    child = Path(__file__).with_name("sigint_child.py")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen([sys.executable, str(child), mode, str(rows)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _read_until(proc, word: str) -> str:
+    for line in proc.stdout:
+        if line.startswith(word):
+            return line
+    raise AssertionError(f"child ended before {word!r}: {proc.stderr.read()[-2000:]}")
+
+
+@pytest.mark.parametrize("mode", ["threaded", "chunked"])
+def test_real_sigint_twice_abandons_a_long_epoch_quickly(mode):
+    """A second Ctrl-C is seen by the compiled loop before its next job: the process ends well
+    within one (long) epoch, the completed epochs kept in ``trainer.history_``."""
+    proc = _start_child(mode, 60_000)
+    try:
+        epoch = float(_read_until(proc, "epoch").split()[1])
+        _read_until(proc, "ready")
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)  # first: stop after the current epoch
+        time.sleep(0.2)
+        sent = time.perf_counter()
+        proc.send_signal(signal.SIGINT)  # second: stop now
+        aborted = _read_until(proc, "aborted")
+        took = time.perf_counter() - sent
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 3, (aborted, out, err[-2000:])
+    assert "stopping after the current epoch" in err
+    assert aborted.startswith("aborted 0") and "during epoch 1: that epoch was abandoned" in aborted
+    assert took < epoch / 4, (took, epoch)  # a job or so, not the rest of the epoch
+
+
+@pytest.mark.parametrize("mode", ["threaded", "chunked"])
+def test_real_sigint_once_stops_after_the_epoch(mode):
+    proc = _start_child(mode, 4_000)
+    try:
+        _read_until(proc, "ready")
+        time.sleep(1.0)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, (out, err[-2000:])
+    done = next(line for line in out.splitlines() if line.startswith("done")).split()
+    assert 1 <= int(done[1]) < 1000
+    assert "interrupted (KeyboardInterrupt)" in out
+
+
+def test_the_compiled_loop_refuses_a_task_without_rows():
+    """Zero rows give zero jobs: the compiled loop returns NO_ROWS at once (it used to spin
+    forever); Python's checks normally say so first, naming the argument."""
+    from nnjit.graph import interpreter as it
+
     trainer = _trainer()
-
-    def fire():
-        time.sleep(0.4)
-        _thread.interrupt_main()
-        time.sleep(0.001)
-        _thread.interrupt_main()
-
-    sender = threading.Thread(target=fire, daemon=True)
-    sender.start()
-    history = trainer.fit(nn.DataLoader(X, y, batch_size=32), epochs=100_000, val=(Xv, yv),
-                          n_iter_no_change=None, verbose=1)
-    sender.join()
-    assert 1 <= len(history) < 100_000
-    assert history.attrs["stop_reason"] == "interrupted (KeyboardInterrupt)"
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    X, y, _, _ = _digits()
+    trainer.fit((X[:32], y[:32]), epochs=1, verbose=0)
+    empty_x = np.zeros((0, 64), np.float32)
+    empty_y = np.zeros((0, 1), np.float32)
+    state = np.zeros(it.STATE_WIDTH)
+    state[it.ST_JOB] = -1
+    for task in (it.TASK_FIT, it.TASK_PREDICT, it.TASK_EVALUATE, it.TASK_GRADIENT):
+        with pytest.raises(ValueError, match="no rows to run"):
+            trainer.program.run(task, (empty_x, empty_y, empty_x, empty_y,
+                                       np.zeros(0, np.int64)),
+                                trainer._no_training(trainer._cfg), state, trainer._best,
+                                np.zeros((5, 7)), np.zeros((0, 10), np.float32))
