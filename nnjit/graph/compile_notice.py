@@ -26,7 +26,7 @@ from nnjit.kernels.cache_locator import caches_on_disk
 
 #: Cold compile time of each build per dtype, in seconds, as the notice states it ("about N s"):
 #: a fresh clone on the project machine (2-core AMD EPYC, numba 0.68); see docs/performance.md.
-ESTIMATED_SECONDS = {"the training loop": 15, "the graph training loop": 20}
+ESTIMATED_SECONDS = {"the training loop": 17, "the graph training loop": 22}
 
 #: The command that compiles each build ahead of time, named in the notice ("" leaves it out,
 #: e.g. while that command itself runs).
