@@ -26,6 +26,7 @@ from nnjit.graph.arena import S_OFFSET
 from nnjit.graph.opcodes import (
     ACCUMULATE,
     GRAPH_FIRST,
+    GRAPH_LAST,
     NEEDS_GRAD,
     R_AUX0,
     R_AUX1,
@@ -127,13 +128,16 @@ _DENSE = int(Opcode.DENSE)
 _ADD = int(Opcode.ADD)
 _MUL = int(Opcode.MUL)
 _RELU = int(Opcode.RELU)
-_GELU = int(Opcode.GELU)
+# opcodes.py numbers families in blocks of ten: the activation dispatcher gets all of 20-29, so an
+# activation without a branch there reaches its final else instead of running as another op
+_ACTIVATIONS_END = _RELU + 10
 _DROPOUT = int(Opcode.DROPOUT)
 _SOFTMAX_CE = int(Opcode.SOFTMAX_CE)
 _MSE = int(Opcode.MSE)
 _BCE = int(Opcode.BCE_WITH_LOGITS)
 _PYTHON_OP = int(Opcode.PYTHON_OP)
 _GRAPH_FIRST = int(GRAPH_FIRST)
+_GRAPH_LAST = int(GRAPH_LAST)
 _NEEDS = NEEDS_GRAD
 _ACC = ACCUMULATE
 
@@ -148,12 +152,15 @@ def _scratch_like(scratch, like, needed):
 
 @jit(inline="always")
 def _no_graph_forward(i, rows, records, slots, values, gdata):
-    """The base build's stand-in for the graph ops (a program with them uses ``execute_graph``)."""
+    """The base build's stand-in for the graph ops (a program with them uses ``execute_graph``):
+    it handles none of them."""
+    return False
 
 
 @jit(inline="always")
 def _no_graph_backward(i, rows, records, slots, values, grads, gdata):
-    """The base build's stand-in for the graph ops' backward."""
+    """The base build's stand-in for the graph ops' backward: it handles none of them."""
+    return False
 
 
 # Swapped for the real dispatchers in the graph build (see _graph_build at the end).
@@ -164,7 +171,10 @@ _graph_backward = _no_graph_backward
 @jit(inline="always")
 def _forward_op(i, training, write_grad, rows, records, slots, hyper, values, grads, rng, stats,
                 gdata, scratch, dense_mode):
-    """Replay record ``i`` forward. Loss ops add (loss_sum, n_correct, n_counted) to ``stats``."""
+    """Replay record ``i`` forward. Loss ops add (loss_sum, n_correct, n_counted) to ``stats``.
+
+    Returns False, computing nothing, when no branch of this build handles the record's opcode.
+    """
     op = records[i, R_OPCODE]
     a = records[i, R_IN0]
     b = records[i, R_IN1]
@@ -183,9 +193,9 @@ def _forward_op(i, training, write_grad, rows, records, slots, hyper, values, gr
     elif op == _MUL:
         ke.mul_forward(_flat(values, slots, a, rows), _flat(values, slots, b, rows),
                        _flat(values, slots, o, rows))
-    elif _RELU <= op <= _GELU:
-        kf.activation_forward(op, _flat(values, slots, a, rows), _flat(values, slots, o, rows),
-                              hyper[h] if h >= 0 else 0.0)
+    elif _RELU <= op < _ACTIVATIONS_END:
+        return kf.activation_forward(op, _flat(values, slots, a, rows),
+                                     _flat(values, slots, o, rows), hyper[h] if h >= 0 else 0.0)
     elif op == _DROPOUT:
         x = _flat(values, slots, a, rows)
         y = _flat(values, slots, o, rows)
@@ -205,13 +215,19 @@ def _forward_op(i, training, write_grad, rows, records, slots, hyper, values, gr
         stats[0] += loss
         stats[1] += correct
         stats[2] += counted
-    elif op >= _GRAPH_FIRST:
-        _graph_forward(i, rows, records, slots, values, gdata)
+    elif _GRAPH_FIRST <= op <= _GRAPH_LAST:
+        return _graph_forward(i, rows, records, slots, values, gdata)
+    else:
+        return False
+    return True
 
 
 @jit(inline="always")
 def _backward_op(i, rows, records, slots, hyper, values, grads, scratch, gdata):
-    """Replay record ``i`` backward: write or accumulate the gradients of its inputs."""
+    """Replay record ``i`` backward: write or accumulate the gradients of its inputs.
+
+    Returns False, computing nothing, when no branch of this build handles the record's opcode.
+    """
     op = records[i, R_OPCODE]
     a = records[i, R_IN0]
     b = records[i, R_IN1]
@@ -247,19 +263,24 @@ def _backward_op(i, rows, records, slots, hyper, values, grads, scratch, gdata):
             ke.mul_backward(dy, _flat(values, slots, b, rows), _flat(grads, slots, a, rows), acc_a)
         if need_b:
             ke.mul_backward(dy, _flat(values, slots, a, rows), _flat(grads, slots, b, rows), acc_b)
+    elif _RELU <= op < _ACTIVATIONS_END:
+        if need_a:  # (an unknown opcode here already stopped the forward replay)
+            return kf.activation_backward(op, _flat(values, slots, a, rows),
+                                          _flat(values, slots, o, rows),
+                                          _flat(grads, slots, o, rows),
+                                          _flat(grads, slots, a, rows), acc_a,
+                                          hyper[h] if h >= 0 else 0.0)
+    elif op == _DROPOUT:
+        if need_a:
+            ke.dropout_backward(_flat(values, slots, b, rows), _flat(grads, slots, o, rows),
+                                _flat(grads, slots, a, rows), acc_a)
     elif op == _SOFTMAX_CE or op == _MSE or op == _BCE or op == _PYTHON_OP:
         pass  # losses wrote their gradient seed during forward; Python ops yield before this
-    elif op >= _GRAPH_FIRST:
-        _graph_backward(i, rows, records, slots, values, grads, gdata)
-    elif need_a:
-        x = _flat(values, slots, a, rows)
-        y = _flat(values, slots, o, rows)
-        dy = _flat(grads, slots, o, rows)
-        dx = _flat(grads, slots, a, rows)
-        if _RELU <= op <= _GELU:
-            kf.activation_backward(op, x, y, dy, dx, acc_a, hyper[h] if h >= 0 else 0.0)
-        elif op == _DROPOUT:
-            ke.dropout_backward(_flat(values, slots, b, rows), dy, dx, acc_a)
+    elif _GRAPH_FIRST <= op <= _GRAPH_LAST:
+        return _graph_backward(i, rows, records, slots, values, grads, gdata)
+    else:
+        return False
+    return True
 
 
 @jit(inline="always")
@@ -268,19 +289,22 @@ def replay(direction, start, stop, training, write_grad, rows, records, slots, h
     """Replay records forward over [start, stop) or backward over (stop, start].
 
     Returns (status, index): ``YIELD_FORWARD``/``YIELD_BACKWARD`` with the record of a Python op
-    that must run next, or ``DONE`` with the end of the range.
+    that must run next, ``UNKNOWN_OPCODE`` with a record no branch handles, or ``DONE`` with the
+    end of the range.
     """
     if direction == DIR_FORWARD:
         for i in range(start, stop):
             if records[i, R_OPCODE] == _PYTHON_OP:
                 return st.YIELD_FORWARD, i
-            _forward_op(i, training, write_grad, rows, records, slots, hyper, values, grads, rng,
-                        stats, gdata, scratch, dense_mode)
+            if not _forward_op(i, training, write_grad, rows, records, slots, hyper, values,
+                               grads, rng, stats, gdata, scratch, dense_mode):
+                return st.UNKNOWN_OPCODE, i
     else:
         for i in range(start, stop, -1):
             if records[i, R_OPCODE] == _PYTHON_OP:
                 return st.YIELD_BACKWARD, i
-            _backward_op(i, rows, records, slots, hyper, values, grads, scratch, gdata)
+            if not _backward_op(i, rows, records, slots, hyper, values, grads, scratch, gdata):
+                return st.UNKNOWN_OPCODE, i
     return st.DONE, stop
 
 

@@ -60,7 +60,10 @@ def _add_bias(out, bias):
 
 @jit
 def graph_forward(i, rows, records, slots, values, gdata):
-    """Replay graph record ``i`` forward (node slots have ``rows`` rows: the whole graph)."""
+    """Replay graph record ``i`` forward (node slots have ``rows`` rows: the whole graph).
+
+    Returns False, computing nothing, for an opcode no branch handles (the interpreter stops).
+    """
     op = records[i, R_OPCODE]
     a = records[i, R_IN0]
     b = records[i, R_IN1]
@@ -105,11 +108,17 @@ def graph_forward(i, rows, records, slots, values, gdata):
         _mean_f(slot_view(values, slots, a, rows), out)
         if b >= 0:
             _add_bias(out, slot_flat(values, slots, b, rows))
+    else:
+        return False
+    return True
 
 
 @jit
 def graph_backward(i, rows, records, slots, values, grads, gdata):
-    """Replay graph record ``i`` backward: write or accumulate its inputs' gradients."""
+    """Replay graph record ``i`` backward: write or accumulate its inputs' gradients.
+
+    Returns False, computing nothing, for an opcode no branch handles (the interpreter stops).
+    """
     op = records[i, R_OPCODE]
     a = records[i, R_IN0]
     b = records[i, R_IN1]
@@ -163,3 +172,8 @@ def graph_backward(i, rows, records, slots, values, grads, gdata):
             _mean_b(dy, slot_view(grads, slots, a, rows), acc_a)
         if b >= 0 and need_b:
             _bias_b(dy, slot_flat(grads, slots, b, rows), acc_b)
+    elif op == _EDGE_WEIGHTS:
+        pass  # no inputs: nothing to differentiate
+    else:
+        return False
+    return True

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from nnjit.graph.opcodes import R_OPCODE, Opcode
+
 DONE = 0  # the task finished
 PAUSED = 1  # an epoch chunk finished; Python may run callbacks, then call again to continue
 YIELD_FORWARD = 2  # a Python op must run its forward; the returned index says which record
 YIELD_BACKWARD = 3  # a Python op must run its backward
 INTERRUPTED = 4  # a STOP_NOW request (a second Ctrl-C) abandoned the running epoch
 NO_ROWS = 5  # the task has no rows to run (no job): Python's checks should have said so first
+UNKNOWN_OPCODE = 6  # no dispatch branch of the build handles the returned record's opcode
 NONFINITE_TRAIN_LOSS = 10
 NONFINITE_VAL_LOSS = 11
 
@@ -19,6 +22,27 @@ _NONFINITE = {
 
 class TrainingDivergedError(FloatingPointError):
     """The loss became NaN or infinite; the best weights seen so far were restored."""
+
+
+class UnknownOpcodeError(RuntimeError):
+    """A record's opcode has no branch in the compiled loop's dispatch: the run stopped there."""
+
+
+def _unknown_opcode_message(op_index: int, program) -> str:
+    """Name the record's op (from the registry, or its bare number) and the layer that owns it."""
+    records = program.records
+    if not 0 <= op_index < len(records):
+        return f"the compiled loop stopped at record {op_index}, which does not exist"
+    code = int(records[op_index, R_OPCODE])
+    try:
+        name = f"{Opcode(code).name.lower()} (opcode {code})"
+    except ValueError:
+        name = f"opcode {code}, which is not in nnjit.graph.opcodes.Opcode"
+    node = program.nodes[op_index] if op_index < len(program.nodes) else None
+    layer = (node.owner or "<model>") if node is not None else "<unknown>"
+    return (f"op {op_index} of layer '{layer}' is {name}: no branch of the compiled loop "
+            "handles it, so the run stopped there (a new op needs its branch in its family's "
+            "dispatcher)")
 
 
 def raise_for_status(status: int, op_index: int, epoch: int, program, restored: bool) -> None:
@@ -47,6 +71,8 @@ def raise_for_status(status: int, op_index: int, epoch: int, program, restored: 
             "history of the completed epochs is kept and the best weights were restored"
             if restored else f"fit: interrupted again during epoch {epoch + 1}: that epoch was "
             "abandoned; the history of the completed epochs is kept")
+    if status == UNKNOWN_OPCODE:
+        raise UnknownOpcodeError(_unknown_opcode_message(op_index, program))
     if status == NO_ROWS:
         raise ValueError("the data has no rows to run (0 samples, or a mask that selects no "
                          "node)")

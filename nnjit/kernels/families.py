@@ -85,7 +85,10 @@ tanh_b, sigmoid_b, softplus_b, gelu_b = (_bwd["tanh"], _bwd["sigmoid"], _bwd["so
 
 @jit
 def activation_forward(op, x, y, alpha):
-    """y (n,) = activation ``op`` (an Opcode value) of x (n,); ``alpha`` is its parameter."""
+    """y (n,) = activation ``op`` (an Opcode value) of x (n,); ``alpha`` is its parameter.
+
+    Returns False, writing nothing, when ``op`` is no activation (the interpreter stops the run).
+    """
     if op == _RELU:
         relu_f(x, y)
     elif op == _LEAKY_RELU:
@@ -100,13 +103,19 @@ def activation_forward(op, x, y, alpha):
         sigmoid_f(x, y)
     elif op == _SOFTPLUS:
         softplus_f(x, y)
-    else:
+    elif op == _GELU:
         gelu_f(x, y)
+    else:
+        return False
+    return True
 
 
 @jit
 def activation_backward(op, x, y, dy, dx, accumulate, alpha):
-    """dx (n,) (+)= dy * activation ``op``'s derivative, from x and/or its output y."""
+    """dx (n,) (+)= dy * activation ``op``'s derivative, from x and/or its output y.
+
+    Returns False, writing nothing, when ``op`` is no activation (the interpreter stops the run).
+    """
     if op == _RELU:
         relu_b(y, dy, dx, accumulate)
     elif op == _LEAKY_RELU:
@@ -121,5 +130,8 @@ def activation_backward(op, x, y, dy, dx, accumulate, alpha):
         sigmoid_b(y, dy, dx, accumulate)
     elif op == _SOFTPLUS:
         softplus_b(x, dy, dx, accumulate)
-    else:
+    elif op == _GELU:
         gelu_b(x, dy, dx, accumulate)
+    else:
+        return False
+    return True
