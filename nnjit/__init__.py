@@ -11,6 +11,7 @@ from nnjit.data.graph import Graph as Graph
 from nnjit.data.loader import DataLoader as DataLoader
 from nnjit.data.neighbor_loader import NeighborLoader as NeighborLoader
 from nnjit.graph.status import TrainingDivergedError as TrainingDivergedError
+from nnjit.graph.status import UnknownOpcodeError as UnknownOpcodeError
 from nnjit.graph.tape import Tape as Tape
 from nnjit.graph.tape import Tensor as Tensor
 from nnjit.losses import BCEWithLogitsLoss as BCEWithLogitsLoss
@@ -101,6 +102,7 @@ __all__ = [
     "Tensor",
     "Trainer",
     "TrainingDivergedError",
+    "UnknownOpcodeError",
     "Adam",
     "AdamW",
     "datasets",

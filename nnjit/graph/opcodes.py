@@ -2,8 +2,10 @@
 
 Adding an op touches four places, three of which are in files you are already editing: a member
 here with its spec, the ``<op>_forward``/``<op>_backward`` kernels in ``nnjit/kernels/``, and one
-forward and one backward branch in ``nnjit/graph/interpreter.py``. The registry-driven tests in
-``tests/graph/test_opcodes.py`` run every spec through the interpreter, so a missing branch fails CI.
+forward and one backward branch in ``nnjit/graph/interpreter.py`` (or in the family's dispatcher:
+activations in ``nnjit/kernels/families.py``, graph ops in ``nnjit/graph/message_passing.py``).
+The registry-driven tests in ``tests/graph/test_opcodes.py`` run every spec through the
+interpreter, and a record no branch handles stops the run with ``UnknownOpcodeError``.
 
 Records are int32 rows ``[opcode, in0, in1, in2, out, aux0, aux1, aux2, grad_flags]``. ``in*`` and
 ``out`` are slot indices (-1 = unused); ``aux*`` index the float64 hyperparameter table or carry
@@ -40,7 +42,8 @@ class Opcode(IntEnum):
     MUL = 11
 
     # Activations, elementwise unary: in0 -> out. aux0 = hyper index of the parameter, if any.
-    # Keep them contiguous from RELU to GELU: the interpreter dispatches the range to one kernel.
+    # The interpreter sends the whole block 20-29 to the activation dispatcher
+    # (kernels/families.py), whose last branch stops the run on an opcode it does not handle.
     RELU = 20
     LEAKY_RELU = 21  # aux0: negative slope
     ELU = 22  # aux0: alpha

@@ -108,6 +108,16 @@ def tmp(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _own_private_folder(cache_home: Path) -> Path:
+    """nnjit's private cache folder under ``cache_home``, made as nnjit makes it (0700, parent
+    0700): a folder that passes the owner and mode check."""
+    private = cache_home / "nnjit" / "numba"
+    private.mkdir(parents=True, mode=0o700)
+    private.parent.chmod(0o700)
+    private.chmod(0o700)
+    return private
+
+
 def _block_user_wide_locator(cache_home: Path) -> None:
     """numba's UserWideCacheLocator ($XDG_CACHE_HOME/numba) fails: that path is a file."""
     cache_home.mkdir(exist_ok=True)
@@ -181,10 +191,7 @@ def test_private_folder_open_to_others_is_refused_unread(tmp):
     (numba trusts its cache folder), so the plant is where a load would look."""
     probe = _module_dir(tmp, "probe_mod", PROBE_SOURCE, cacheable=False)
     _block_user_wide_locator(tmp / "cache")
-    private = tmp / "cache" / "nnjit" / "numba"
-    private.mkdir(parents=True, mode=0o700)
-    private.parent.chmod(0o700)
-    private.chmod(0o700)
+    private = _own_private_folder(tmp / "cache")
     marker = tmp / "planted-code-ran"
     _plant_index(private, probe, marker)
 
@@ -290,10 +297,7 @@ def test_unwritable_private_folder_runs_uncached(tmp):
     package = _copy_without_cache_folders(tmp / "site")
     user = _module_dir(tmp, "user_mod", USER_SOURCE, cacheable=True)
     _block_user_wide_locator(tmp / "cache")
-    private = tmp / "cache" / "nnjit" / "numba"
-    private.mkdir(parents=True, mode=0o700)
-    private.parent.chmod(0o700)
-    private.chmod(0o700)
+    private = _own_private_folder(tmp / "cache")
     _make_unwritable(private)
     try:
         done = subprocess.run([sys.executable, "-c", FIT], env=_env(tmp, package, user),
