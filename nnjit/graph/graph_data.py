@@ -37,7 +37,8 @@ G_NEED_LOOPS = G_FEATURES_SLOT + 1
 G_WEIGHTS_READY = G_NEED_LOOPS + 1
 # Full batch: 1 once this call of the compiled loop has loaded the node features into the input
 # slot; every job of a full-batch program reads the same rows, so later jobs load the targets
-# only (a 2708 x 1433 dense Cora copy was 1.5 ms per job). Reset by Program.run at every call.
+# only (copying the features again is the bulk of a full-batch job). Reset by Program.run at
+# every call.
 G_INPUT_LOADED = G_WEIGHTS_READY + 1
 G_HEADER = G_INPUT_LOADED + 1
 

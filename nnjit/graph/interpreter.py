@@ -7,12 +7,12 @@ it re-enterable: it returns ``PAUSED`` after a chunk of epochs (so Python callba
 ``YIELD_*`` at a Python op (Python runs the op, advances the cursor and calls again), and
 ``DONE`` at the end. A model without Python ops and without callbacks trains in ONE call.
 
-:func:`replay` is called from exactly one place: with three call sites the prototype took
-15 s to compile instead of 9 s. ``replay``, ``_forward_op`` and ``_backward_op`` are inlined into
-``execute`` at numba-IR level (``inline="always"``; each has one call site): compiled as separate
-functions, their LLVM modules were optimised once on their own and again after linking
-(cold compile 11.3 s -> 10.1 s). Inlining the small helpers or the kernels made it slower
-(10.2 s, 14.8 s): numba's cost is mostly per compiled function, plus per inlined call.
+:func:`replay` is called from exactly one place: every call site compiles the replay again.
+``replay``, ``_forward_op`` and ``_backward_op`` are inlined into ``execute`` at numba-IR level
+(``inline="always"``; each has one call site): compiled as separate functions, their LLVM
+modules were optimised once on their own and again after linking. Inlining the small helpers or
+the kernels made it slower: numba's cost is mostly per compiled function, plus per inlined call
+(the measurements: docs/performance.md, "Measurements behind the code").
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ JIT_OPTIONS = dict(
     cache=True,
     fastmath=set(FASTMATH),
     # numba's default ("python") adds a zero-division check to every float division, which
-    # blocks vectorisation (Adam over 530k params: 1.31 ms -> 0.146 ms per step with "numpy").
+    # blocks vectorisation (Adam steps about 9x slower; docs/performance.md).
     error_model="numpy",
 )
 

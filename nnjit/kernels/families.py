@@ -2,8 +2,9 @@
 
 Numba's compile cost is mostly per compiled function (~150-300 ms each). The interpreter calls
 each family through one function below, into which the family's kernels are inlined from their
-single source (``inline="always"`` copies of the same Python functions). Activations: two compiled functions instead of sixteen
-(cold compile 10.1 -> 9.1 s); optimizers and losses: one instead of three each. The switch on
+single source (``inline="always"`` copies of the same Python functions). Activations: two
+compiled functions instead of sixteen; optimizers and losses: one instead of three each (what
+it saved: docs/performance.md, "Measurements behind the code"). The switch on
 the kind sits outside the loops, which still vectorise. Tests and the parallel builds keep
 using the kernels themselves.
 """

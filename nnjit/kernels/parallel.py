@@ -44,23 +44,10 @@ from nnjit.kernels._jit import jit, renamed_copy
 NEVER = 2**62
 
 #: Smallest array length (elements) from which the parallel build is used, per family; compare
-#: with ``n >= PARALLEL_MIN_SIZE[family]``. Measured by ``python -m benchmarks.parallel`` on the
-#: project machine (2-core AMD EPYC KVM guest, AVX-512, numba 0.68.1, omp layer, float32), three
-#: quiet runs on 2026-11-30 (ending 11:55, 12:05, 12:11 UTC; other processes <= 0.11 cores per
-#: timed block; JSON in benchmarks/results/parallel_run1.json, parallel.json, parallel_run3.json).
-#: Crossover: the parallel build >= 1.10x faster there and nowhere above more than 5% slower.
-#: Each value is the largest crossover of the three runs (serial/parallel speedups, run 1/2/3):
-#: - optimizer 3e5: adam_update at 1e5 0.99x/1.98x/2.04x, at 3e5 1.56x/1.85x/1.79x, at 1e6
-#:   2.04x/2.03x/2.03x, at 1e7 1.68x/1.07x/1.11x (DRAM-bound); at 1e4 0.60-0.73x.
-#: - elementwise 3e5: relu_forward at 1e5 0.81x/1.22x/1.33x, at 3e5 1.78x/2.04x/1.98x; every
-#:   kernel 0.4-0.6x at 1e4 (a parallel region costs 0.9-2.4 us; relu over 1e4 floats 0.4 us).
-#: - transcendental 3e3: sigmoid_forward at 1e3 1.04x/1.01x/1.04x, at 3e3 1.52x/1.49x/1.50x;
-#:   tanh_forward already 1.32x/1.61x/1.64x at 1e3; ~1.9-2.0x from 1e4 up.
-#: - dropout 1e5 (backward only): 0.87x/0.84x/0.87x at 3e4, 2.43x/2.10x/2.35x at 1e5.
-#: So the seed-table MLPs stay serial (Digits: 4,810 params, 1,024 activations), except Adam over
-#: Olivetti's 529,576 parameters; tanh/sigmoid forward and GELU go parallel from 3,000 values.
-#: These gains need an idle second core: with two trainers in two threads they vanish (see
-#: ``threads`` in the benchmark's JSON), so pass None from :func:`parallel_min_sizes` there.
+#: with ``n >= PARALLEL_MIN_SIZE[family]``. Each value is where ``python -m benchmarks.parallel``
+#: found the parallel build >= 1.10x faster and nowhere above more than 5% slower, on an idle
+#: second core (the runs and their speedups: docs/performance.md, "Parallel builds"); with two
+#: trainers in two threads the gains vanish, so pass None from :func:`parallel_min_sizes` there.
 PARALLEL_MIN_SIZE = {
     "optimizer": 300_000,
     "elementwise": 300_000,

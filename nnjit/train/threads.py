@@ -3,9 +3,8 @@
 Numba's ``np.dot`` calls scipy's OpenBLAS, which numba loads lazily.
 
 * **Kernels.** OpenBLAS picks its kernels from the CPU model when it loads. It does not know AMD's
-  AVX-512 CPUs (Zen 4 / Zen 5) by name and falls back to its AVX2 "Haswell" kernels: on this
-  project's Zen 5 machine a Digits epoch took 0.95 ms with them and 0.47 ms with the AVX-512
-  "SkylakeX" kernels (Olivetti 8.0 -> 5.9 ms). So, unless ``OPENBLAS_CORETYPE`` is already set or
+  AVX-512 CPUs (Zen 4 / Zen 5) by name and falls back to its AVX2 "Haswell" kernels, about half
+  the speed of its AVX-512 "SkylakeX" kernels for nnjit's products (docs/performance.md). So, unless ``OPENBLAS_CORETYPE`` is already set or
   ``NNJIT_OPENBLAS_CORETYPE=off``, nnjit sets ``OPENBLAS_CORETYPE=SkylakeX`` on an AMD CPU with
   AVX-512 (F, CD, BW, DQ, VL) *before* scipy's OpenBLAS is loaded. If scipy's BLAS was imported
   before nnjit, it is too late and nothing changes. The variable is inherited by subprocesses.
