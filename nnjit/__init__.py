@@ -3,7 +3,7 @@
 ``import nnjit as nn`` gives the PyTorch-style API and the inspiring engine's names.
 """
 
-__version__ = "0.1.0"
+from nnjit._version import __version__ as __version__
 
 from nnjit import datasets as datasets
 from nnjit.data.full_batch import FullBatch as FullBatch

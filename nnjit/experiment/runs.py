@@ -240,10 +240,10 @@ def collect_metadata() -> dict:
     """Versions, platform, CPU and (when in a git repository) the commit; never fails."""
     import numba
 
-    import nnjit
+    from nnjit._version import __version__
 
     meta = {
-        "nnjit": nnjit.__version__,
+        "nnjit": __version__,
         "numba": numba.__version__,
         "numpy": np.__version__,
         "python": platform.python_version(),
@@ -251,7 +251,7 @@ def collect_metadata() -> dict:
         "cpu": _cpu_name(),
         "cpu_count": os.cpu_count(),
     }
-    commit = _git_commit(Path(nnjit.__file__).parent)
+    commit = _git_commit(Path(__file__).resolve().parents[1])  # the nnjit package folder
     if commit is None:
         commit = _git_commit(os.getcwd())
     meta["git_commit"] = commit
@@ -503,14 +503,15 @@ class Run:
 
     def build_trainer(self, seed: int | None = None):
         """A fresh model and Trainer as ``run.yaml`` describes them (seeded like the run)."""
-        import nnjit
+        from nnjit.random import set_seed
+        from nnjit.train.trainer import Trainer
 
         cfg = self.config
         seed = cfg.train.seed if seed is None else seed
-        nnjit.set_seed(seed)
+        set_seed(seed)
         model = self.build_model()
-        return nnjit.Trainer(model, cfg.optimizer.build(), cfg.model.build_loss(),
-                             dtype=cfg.model.numpy_dtype, seed=seed)
+        return Trainer(model, cfg.optimizer.build(), cfg.model.build_loss(),
+                       dtype=cfg.model.numpy_dtype, seed=seed)
 
     def checkpoint_outputs(self, X, phase=Checkpoints.BEST) -> np.ndarray:
         """The network outputs (logits for classification) of a checkpoint's weights on ``X``,

@@ -257,10 +257,10 @@ def _finish(onnx, b: _GraphBuilder, model: Module):
         [helper.make_tensor_value_info(INPUT_NAME, elem, [BATCH_DIM, trace.input.cols])],
         [helper.make_tensor_value_info(OUTPUT_NAME, elem, [BATCH_DIM, trace.output.cols])],
         initializer=b.initializers)
-    import nnjit
+    from nnjit._version import __version__
 
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", ONNX_OPSET)],
-                              producer_name="nnjit", producer_version=nnjit.__version__,
+                              producer_name="nnjit", producer_version=__version__,
                               doc_string=f"nnjit {type(model).__name__}")
     proto.ir_version = ONNX_IR_VERSION
     return proto

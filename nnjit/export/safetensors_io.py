@@ -59,12 +59,12 @@ def save_safetensors(model: Module, path) -> None:
     """Write ``model``'s parameters to ``path`` (atomically) under PyTorch's names and shapes,
     in the parameters' dtype (float32, or float64 for a model compiled in float64)."""
     st = require("safetensors.numpy", "save_safetensors")
-    import nnjit
+    from nnjit._version import __version__
 
     params = dict(model.named_parameters())
     tensors = {name: np.ascontiguousarray(params[name].data).reshape(shape)
                for name, shape in torch_shapes(model).items()}
-    data = st.save(tensors, metadata={"format": "pt", "producer": f"nnjit {nnjit.__version__}"})
+    data = st.save(tensors, metadata={"format": "pt", "producer": f"nnjit {__version__}"})
     with atomic_replace(path) as fh:
         fh.write(data)
 

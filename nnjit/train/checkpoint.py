@@ -42,10 +42,10 @@ def save_module(module, path, optimizer=None, rng_state=None, shuffle_order=None
     RNG state and its current shuffle order when given (what an exact warm restart needs), the
     fit state (early stopping, scheduler position) and the callbacks' states, and extra JSON
     ``metadata``."""
-    import nnjit
+    from nnjit._version import __version__
 
     groups = {PARAMS: {n: np.asarray(p.data) for n, p in module.named_parameters()}}
-    metadata = {"nnjit_version": nnjit.__version__, "model": type(module).__name__,
+    metadata = {"nnjit_version": __version__, "model": type(module).__name__,
                 **(metadata or {})}
     if optimizer is not None and optimizer.state is not None:
         groups[OPTIMIZER] = {"state": optimizer.state}
