@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nnjit.checks import is_int
 from nnjit.kernels.rng import state_problem
 from nnjit.train.nne import NNEFormatError, check_state, load_nne, save_nne
 
@@ -135,10 +136,6 @@ def _count(nne, field: str, value: float, low: float = 0, high: float = _MAX_COU
         top = "2**53" if high == _MAX_COUNT else f"{high:g}"
         raise _bad(nne, field, f"is {value!r}, expected a whole number in [{low:g}, {top}]")
     return int(value)
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def unpack_fit(nne) -> dict | None:
@@ -360,7 +357,7 @@ def _check_metadata_types(nne) -> None:
         if not isinstance(info["class"], str):
             raise _bad(nne, "metadata 'optimizer' class", "is not a string")
         n = info["iterations"]
-        if not _is_int(n) or not 0 <= n <= _MAX_COUNT:
+        if not is_int(n) or not 0 <= n <= _MAX_COUNT:
             raise _bad(nne, "metadata 'optimizer' iterations", f"is {n!r}, expected a whole "
                        "number in [0, 2**53]")
 
@@ -369,7 +366,7 @@ def metadata_epoch(nne, default: int = 0) -> int:
     """Metadata ``epoch`` (what a run's checkpoints record), checked: a whole number >= 0, else
     :class:`NNEFormatError` naming the file; ``default`` when absent."""
     epoch = nne.metadata.get("epoch", default)
-    if not _is_int(epoch) or not 0 <= epoch <= _MAX_COUNT:
+    if not is_int(epoch) or not 0 <= epoch <= _MAX_COUNT:
         raise _bad(nne, "metadata 'epoch'", f"is {epoch!r}, expected a whole number >= 0")
     return epoch
 
