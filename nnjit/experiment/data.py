@@ -88,7 +88,7 @@ def load_run_data(spec: str, regression: bool, seed: int, target: str | None = N
     Raises:
         FileNotFoundError: no such CSV file. ValueError: unknown name or column.
     """
-    import nnjit as nn
+    from nnjit import datasets
 
     if is_csv(spec):
         import pandas as pd
@@ -108,13 +108,13 @@ def load_run_data(spec: str, regression: bool, seed: int, target: str | None = N
         names = None if ds.classes is None else tuple(str(c) for c in ds.classes)
         return RunData(ds.X_train, ds.y_train, ds.X_val, ds.y_val, ds.X_test, ds.y_test, names,
                        spec, ds.encoding)
-    data = nn.datasets.load(spec)
-    if isinstance(data, nn.datasets.GraphDataset):
+    data = datasets.load(spec)
+    if isinstance(data, datasets.GraphDataset):
         names = tuple(getattr(data, "target_names", ()) or ()) or None
         return GraphRunData(graph_from_dataset(data), names, spec)
     X, y = data
     X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
-    X_fit, X_val, y_fit, y_val = nn.datasets.train_test_split(X, y, val, seed=seed)
-    X_fit, X_val = nn.datasets.standardize(X_fit, X_val)
+    X_fit, X_val, y_fit, y_val = datasets.train_test_split(X, y, val, seed=seed)
+    X_fit, X_val = datasets.standardize(X_fit, X_val)
     names = tuple(getattr(data, "target_names", ()) or ()) or None
     return RunData(X_fit, y_fit, X_val, y_val, X_fit[:0], y_fit[:0], names, spec)
