@@ -122,6 +122,11 @@ def _warm_graph_build(X, y, dtype) -> None:
     import numpy as np
     import scipy.sparse as sp
 
+    from nnjit.data.graph import Graph
+    from nnjit.data.neighbor_loader import NeighborLoader
+    from nnjit.nn import Dropout, GATConv, GCNConv, Module, SAGEConv
+    from nnjit.train.trainer import Trainer
+
     class TwoLayers(Module):
         def __init__(self, first, second):
             super().__init__()

@@ -42,12 +42,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import numbers
 import os
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+
+from nnjit.checks import Int, Real
 
 TASKS = ("classification", "regression")
 #: ``TabularEncoding.state()["format"]``; ``version`` is :data:`ENCODING_VERSION`.
@@ -338,8 +339,7 @@ class TabularDataset:
         if val + test >= 1.0:
             raise ValueError(f"TabularDataset: val + test must be < 1 (no rows left to train on), "
                              f"got val={val} + test={test}")
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-            raise ValueError(f"TabularDataset: seed must be an int >= 0, got {seed!r}")
+        seed = Int(min=0).check("TabularDataset: seed", seed)
 
         targets = _target_names(target, task)
         features = _feature_names(df, features, targets)
@@ -469,9 +469,7 @@ def _expect_keys(value, keys: set, where: str) -> None:
 
 
 def _finite(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{where} must be a finite number, got {value!r}")
-    return float(value)
+    return Real(says="a finite number").check(where, value)
 
 
 def _reject_constant(name: str):
@@ -483,10 +481,7 @@ def _is_list(value) -> bool:
 
 
 def _fraction(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
-            0.0 <= float(value) < 1.0):
-        raise ValueError(f"TabularDataset: {name} must be a fraction in [0, 1), got {value!r}")
-    return float(value)
+    return Real(min=0, lt=1, says="a fraction in [0, 1)").check(f"TabularDataset: {name}", value)
 
 
 def _target_names(target, task: str) -> tuple:

@@ -21,13 +21,14 @@ Helpers: :func:`train_test_split` (pure-NumPy, stratified by default) and :func:
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 import numpy as np
+
+from nnjit.checks import is_int, is_real
 
 __all__ = [
     "DATASET_NAMES",
@@ -432,7 +433,7 @@ def load(name: str) -> Dataset | GraphDataset:
 def _check_seed(seed: Any) -> np.random.Generator:
     if isinstance(seed, np.random.Generator):
         return seed
-    if seed is None or (isinstance(seed, numbers.Integral) and not isinstance(seed, bool)):
+    if seed is None or is_int(seed):
         if seed is not None and int(seed) < 0:
             raise ValueError(f"seed must be a non-negative integer, got {seed}")
         return np.random.default_rng(None if seed is None else int(seed))
@@ -442,11 +443,11 @@ def _check_seed(seed: Any) -> np.random.Generator:
 
 
 def _n_test(test_size: Any, n: int) -> int:
-    if isinstance(test_size, bool) or not isinstance(test_size, numbers.Real):
+    if not is_real(test_size):
         raise TypeError(
             f"test_size must be a float in (0, 1) or an int count, got {type(test_size).__name__}"
         )
-    if isinstance(test_size, numbers.Integral):
+    if is_int(test_size):
         n_test = int(test_size)
         if not 1 <= n_test <= n - 1:
             raise ValueError(
@@ -529,7 +530,7 @@ def train_test_split(
         ``random_state`` given.
     """
     if random_state is not _NOT_GIVEN:
-        if not (isinstance(seed, int) and not isinstance(seed, bool) and seed == 0):
+        if not (is_int(seed) and seed == 0):
             raise TypeError("train_test_split: give seed or random_state (its scikit-learn "
                             f"name), not both (seed={seed!r}, random_state={random_state!r})")
         seed = random_state
