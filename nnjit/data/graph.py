@@ -34,7 +34,7 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
-from nnjit.datasets import GraphSizes
+from nnjit.data.graph_sizes import GraphSizes
 
 SELF_LOOP_OPTIONS = ("keep", "remove", "error")
 DUPLICATE_OPTIONS = ("keep", "remove", "error")
