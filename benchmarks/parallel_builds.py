@@ -27,9 +27,9 @@ Threading layers: numba runs parallel regions on ``tbb``, ``omp`` or ``workqueue
 aborts the whole process when two Python threads enter parallel regions at once (nnjit's trainers
 run in threads), so importing this module (not nnjit) asks numba for a thread-safe layer
 (``'threadsafe'``: tbb, else omp) before any parallel function is compiled or loaded, and
-:func:`parallel_available` says False (with one warning) where only ``workqueue`` is left. GNU OpenMP is also not fork-safe:
-a ``fork()``-ed child of a process that started omp threads is killed by its first parallel
-region, so :func:`parallel_available` is False there too.
+:func:`parallel_available` says False (with one warning) where only ``workqueue`` is left.
+GNU OpenMP is also not fork-safe: a ``fork()``-ed child of a process that started omp threads is
+killed by its first parallel region, so :func:`parallel_available` is False there too.
 """
 
 from __future__ import annotations
