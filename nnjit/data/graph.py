@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from nnjit.checks import is_int
-from nnjit.datasets import GraphSizes
+from nnjit.data.graph_sizes import GraphSizes
 
 SELF_LOOP_OPTIONS = ("keep", "remove", "error")
 DUPLICATE_OPTIONS = ("keep", "remove", "error")
