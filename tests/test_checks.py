@@ -29,7 +29,7 @@ def test_range_errors_name_the_argument_and_the_range():
     assert _message(Real(gt=0), -1) == (ValueError, "f: x must be > 0, got -1")
     assert _message(Real(min=0, lt=1), 1.0) == (ValueError, "f: x must be in [0, 1), got 1.0")
     assert _message(Real(gt=0, max=1), 0) == (ValueError, "f: x must be in (0, 1], got 0")
-    assert _message(Int(min=0, max=9), 10)[1] == "f: x must be in [0, 9], got 10"
+    assert _message(Int(min=0, max=9), 10)[1] == "f: x must be an int in [0, 9], got 10"
     assert _message(Int(min=0, none_ok=True), -1)[1] == "f: x must be None or an int >= 0, got -1"
     assert _message(Bool(), 1) == (ValueError, "f: x must be True or False, got 1")
     assert _message(Choice("a", "b"), "c") == (ValueError, "f: x must be one of 'a', 'b', got 'c'")
