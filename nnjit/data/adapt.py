@@ -18,6 +18,8 @@ from nnjit.data.loader import DataLoader
 from nnjit.data.neighbor_loader import NeighborLoader
 
 _EMPTIES: dict = {}
+_GRAPH_TRAIN = (Graph, NeighborLoader)  # training data that is a graph
+_GRAPH_VAL = (Graph, FullBatch, NeighborLoader)  # validation data that is a graph
 
 
 def empty_rows(dtype, cols: int | None) -> np.ndarray:
@@ -54,9 +56,8 @@ def as_loader(data, y, where: str, batch_size=None) -> DataLoader:
 def training_graph(data, val, where: str):
     """The Graph that ``data`` is or samples (or None); a graph's validation must be a mask
     of the same graph, batched the same way."""
-    graph_loaders = (FullBatch, NeighborLoader)
-    if not isinstance(data, (Graph, NeighborLoader)):
-        if isinstance(val, (Graph, *graph_loaders)):
+    if not isinstance(data, _GRAPH_TRAIN):
+        if isinstance(val, _GRAPH_VAL):
             raise ValueError(f"{where}: graph validation data needs graph training data")
         return None
     graph = data.graph if isinstance(data, NeighborLoader) else data
@@ -128,22 +129,25 @@ class FitData:
 
     Attributes:
         train: the training loader; ``val``: the validation loader or None.
+        loss: the trainer's loss, which prepares the targets.
         structure: the graph structure the model is traced on (None for arrays).
         X: the training batch input in the arena dtype (a graph's node features, or a sampled
             graph's seed ids).
+        max_rows: the largest batch the fit's arena must hold (see :meth:`rows_per_batch`).
     """
 
-    __slots__ = ("train", "val", "structure", "X", "dtype")
+    __slots__ = ("train", "val", "structure", "X", "max_rows", "loss", "dtype")
 
-    def __init__(self, train, val, graph: GraphInput, dtype, where: str = "fit"):
-        self.train = train = as_loader(train, None, f"{where}: train")
+    def __init__(self, train, val, graph: GraphInput, loss, dtype):
+        self.train = train = as_loader(train, None, "fit: train")
         self.structure = graph.use(train)
         # Validation given as arrays runs in batches no larger than needed (the arena is laid
         # out for the largest batch, so 256 rows for 12 validation rows would only cost memory).
         self.val = None if val is None else as_loader(
-            val, None, f"{where}: val", batch_size=lambda n: max(train.batch_size, min(n, 256)))
-        self.dtype = dtype
+            val, None, "fit: val", batch_size=lambda n: max(train.batch_size, min(n, 256)))
+        self.loss, self.dtype = loss, dtype
         self.X = train.features(dtype)
+        self.max_rows = self.rows_per_batch()
 
     @property
     def sampled(self) -> bool:
@@ -163,12 +167,11 @@ class FitData:
             rows = max(rows, min(batch, val.n_samples))
         return rows
 
-    def train_targets(self, loss):
-        """``targets(n_outputs)``: the training targets for a model with that many outputs."""
-        train, dtype = self.train, self.dtype
-        return lambda n_outputs: train.targets(loss, n_outputs, dtype)
+    def targets(self, n_outputs: int) -> np.ndarray:
+        """The training targets, prepared by the loss for a model with ``n_outputs`` outputs."""
+        return self.train.targets(self.loss, n_outputs, self.dtype)
 
-    def validation_arrays(self, loss, n_outputs: int, Y: np.ndarray):
+    def validation_arrays(self, n_outputs: int, Y: np.ndarray):
         """``(Xv, Yv)`` in the arena dtype, checked to match the training ``X`` and ``Y``; empty
         arrays without validation data."""
         X, val, dtype = self.X, self.val, self.dtype
@@ -177,7 +180,7 @@ class FitData:
         Xv = val.features(dtype)
         if Xv.shape[1] != X.shape[1]:
             raise ValueError(f"fit: val X has {Xv.shape[1]} features, train X has {X.shape[1]}")
-        Yv = val.targets(loss, n_outputs, dtype)
+        Yv = val.targets(self.loss, n_outputs, dtype)
         if Yv.shape[1] != Y.shape[1]:
             raise ValueError(f"fit: val y has {Yv.shape[1]} columns, train y has {Y.shape[1]}"
                              " (use the same target form for both)")

@@ -70,20 +70,27 @@ class FitPlan:
             ValueError: an argument out of range, or arguments that do not go together.
             TypeError: a scheduler that is not one of nnjit.schedulers' classes.
         """
-        check_int(epochs, "fit: epochs", "an int >= 1")
-        check_int(initial_epoch, "fit: initial_epoch", "an int >= 0")
-        check_int(schedule_epochs, "fit: schedule_epochs", "an int >= 1 or None", none_ok=True)
-        check_real(tol, "fit: tol", "a number >= 0")
-        check_int(n_iter_no_change, "fit: n_iter_no_change", "an int >= 0 or None", none_ok=True)
-        check_real(grad_clip_norm, "fit: grad_clip_norm", "a number > 0 or None", none_ok=True)
-        check_int(accumulation_steps, "fit: accumulation_steps", "an int >= 1")
+        usual_types = (type(epochs) is int and type(initial_epoch) is int and type(tol) is float
+                       and type(accumulation_steps) is int and schedule_epochs is None
+                       and grad_clip_norm is None
+                       and (n_iter_no_change is None or type(n_iter_no_change) is int))
+        if not usual_types:  # (these pass every check below: a fit's fixed cost skips them)
+            check_int(epochs, "fit: epochs", "an int >= 1")
+            check_int(initial_epoch, "fit: initial_epoch", "an int >= 0")
+            check_int(schedule_epochs, "fit: schedule_epochs", "an int >= 1 or None",
+                      none_ok=True)
+            check_real(tol, "fit: tol", "a number >= 0")
+            check_int(n_iter_no_change, "fit: n_iter_no_change", "an int >= 0 or None",
+                      none_ok=True)
+            check_real(grad_clip_norm, "fit: grad_clip_norm", "a number > 0 or None",
+                       none_ok=True)
+            check_int(accumulation_steps, "fit: accumulation_steps", "an int >= 1")
         if epochs < 1:
             raise ValueError(f"fit: epochs must be an int >= 1, got {epochs!r}")
         if not 0 <= initial_epoch < epochs:
             raise ValueError(f"fit: initial_epoch must be an int in [0, epochs) = [0, {epochs}) "
                              f"(epochs is the final epoch, as in Keras), got {initial_epoch!r}")
-        if schedule_epochs is not None and (isinstance(schedule_epochs, bool) or not isinstance(
-                schedule_epochs, (int, np.integer)) or schedule_epochs < 1):
+        if schedule_epochs is not None and schedule_epochs < 1:  # (an int: checked above)
             raise ValueError(f"fit: schedule_epochs must be an int >= 1 or None, "
                              f"got {schedule_epochs!r}")
         epochs, initial_epoch = int(epochs), int(initial_epoch)
@@ -91,8 +98,7 @@ class FitPlan:
         if not math.isfinite(tol) or tol < 0:
             raise ValueError(f"fit: tol must be a finite number >= 0, got {tol!r}")
         patience = 0 if n_iter_no_change is None else n_iter_no_change
-        if (isinstance(patience, bool) or not isinstance(patience, (int, np.integer))
-                or patience < 0):
+        if patience < 0:
             raise ValueError(f"fit: n_iter_no_change must be an int >= 0 or None, "
                              f"got {n_iter_no_change!r}")
         monitor = monitor or ("val_loss" if has_val else "train_loss")
@@ -113,30 +119,35 @@ class FitPlan:
                                                and grad_clip_norm > 0):
             raise ValueError(f"fit: grad_clip_norm must be a number > 0 or None, "
                              f"got {grad_clip_norm!r}")
-        if (isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps,
-                                                                   (int, np.integer))
-                or accumulation_steps < 1):
+        if accumulation_steps < 1:
             raise ValueError(f"fit: accumulation_steps must be an int >= 1, "
                              f"got {accumulation_steps!r}")
-        if scheduler is not None and not isinstance(scheduler, Scheduler):
-            raise TypeError(f"fit: scheduler must be one of nnjit.schedulers' classes, got "
-                            f"{type(scheduler).__name__}")
-        if (isinstance(scheduler, ReduceLROnPlateau)
-                and (scheduler.mode == "max") != (monitor == "val_accuracy")):
-            raise ValueError(f"fit: ReduceLROnPlateau(mode={scheduler.mode!r}) does not fit "
-                             f"monitor={monitor!r}; use mode='max' for accuracy, 'min' for "
-                             "losses")
+        if scheduler is not None:
+            if not isinstance(scheduler, Scheduler):
+                raise TypeError(f"fit: scheduler must be one of nnjit.schedulers' classes, got "
+                                f"{type(scheduler).__name__}")
+            if (isinstance(scheduler, ReduceLROnPlateau)
+                    and (scheduler.mode == "max") != (monitor == "val_accuracy")):
+                raise ValueError(f"fit: ReduceLROnPlateau(mode={scheduler.mode!r}) does not fit "
+                                 f"monitor={monitor!r}; use mode='max' for accuracy, 'min' for "
+                                 "losses")
         per_epoch = bool(callbacks) or verbose == 2
-        return cls(
-            epochs=epochs, initial_epoch=initial_epoch,
-            schedule_epochs=epochs if schedule_epochs is None else int(schedule_epochs),
-            tol=tol, patience=int(patience), monitor=monitor, restore_best=bool(restore_best),
-            verbose=verbose, callbacks=callbacks, scheduler=scheduler,
-            grad_clip_norm=grad_clip_norm or 0.0, accumulation_steps=int(accumulation_steps),
-            log_batches=bool(log_batches), per_epoch=per_epoch,
+        plan = object.__new__(cls)
+        # The fields in one write, not one frozen-field write each (the generated __init__'s):
+        # every fit builds a plan.
+        object.__setattr__(plan, "__dict__", {
+            "epochs": epochs, "initial_epoch": initial_epoch,
+            "schedule_epochs": epochs if schedule_epochs is None else int(schedule_epochs),
+            "tol": tol, "patience": patience, "monitor": monitor,
+            "restore_best": bool(restore_best), "verbose": verbose, "callbacks": callbacks,
+            "scheduler": scheduler, "grad_clip_norm": grad_clip_norm or 0.0,
+            "accumulation_steps": accumulation_steps, "log_batches": log_batches,
+            "per_epoch": per_epoch,
             # Without Python between epochs, a verbose fit runs its single compiled call in a
             # worker thread; the main thread draws the progress and turns Ctrl-C into a stop.
-            threaded=bool(verbose) and not per_epoch and in_main_thread())
+            "threaded": bool(verbose) and not per_epoch and in_main_thread(),
+        })
+        return plan
 
     @property
     def monitor_code(self) -> int:
@@ -147,12 +158,6 @@ class FitPlan:
     def maximize(self) -> bool:
         """The monitored value improves upwards (accuracy), not downwards (losses)."""
         return self.monitor == "val_accuracy"
-
-    @property
-    def stoppable(self) -> bool:
-        """Python runs while the compiled loop does (between epochs or in the main thread), so
-        a Ctrl-C can become a stop request."""
-        return self.per_epoch or self.threaded
 
     def steps_per_epoch(self, n_batches: int) -> int:
         """Optimizer steps per epoch (the last accumulation group of an epoch may be shorter)."""

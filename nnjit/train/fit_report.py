@@ -3,6 +3,7 @@ progress rows of a fit whose single compiled call runs in a worker thread."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,11 +19,17 @@ if TYPE_CHECKING:  # pandas costs ~100 ms at import; it is loaded when the first
 def fit_history(history: np.ndarray, state: RunState, start: int, monitor: str,
                 classification: bool) -> pd.DataFrame:
     """The history of a fit's epochs ``start + 1 ..`` so far, a DataFrame built on first use
-    (see :mod:`nnjit.train.history`); ``history`` rows up to the last epoch must not change."""
-    row = state.row.tolist()  # Python floats: one call instead of four NumPy scalars
+    (see :mod:`nnjit.train.history`); ``history`` rows up to the last epoch must not change.
+    Its ``attrs`` come from the state as it is now, and are also made on first use."""
+    row = state.row.tolist()  # Python floats, and a snapshot for the attrs
     end = max(int(row[it.ST_EPOCH]), start)
+    return history_frame(history[start:end], classification, partial(_attrs, row, monitor))
+
+
+def _attrs(row: list, monitor: str) -> dict:
+    """``history.attrs`` from a snapshot of the state row."""
     best = int(row[it.ST_BEST_EPOCH])
-    attrs = {
+    return {
         "monitor": monitor,
         "best_epoch": best + 1 if best >= 0 else None,  # absolute, 1-based
         "best_value": row[it.ST_BEST] if best >= 0 else None,
@@ -30,7 +37,6 @@ def fit_history(history: np.ndarray, state: RunState, start: int, monitor: str,
         "stop_reason": ("early stopping: " + monitor + " did not improve")
         if row[it.ST_STOPPED] else "reached the epoch limit",
     }
-    return history_frame(history[start:end], classification, attrs)
 
 
 def batch_history(log: np.ndarray, state: RunState, classification: bool) -> pd.DataFrame:

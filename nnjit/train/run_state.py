@@ -73,15 +73,13 @@ class RunState:
     def start_fit(self, *, step: int, lr: float, maximize: bool, initial_epoch: int,
                   fit_step: int) -> None:
         """Reset the row for a fit that starts after ``initial_epoch`` epochs."""
-        row = [0.0] * it.STATE_WIDTH  # built as a list: the row is written in one assignment
+        row = self.row
+        row[:] = _FRESH_MAXIMIZING if maximize else _FRESH_MINIMIZING  # (one copy)
         row[it.ST_STEP] = step
-        row[it.ST_BEST] = -math.inf if maximize else math.inf
-        row[it.ST_BEST_EPOCH] = -1
-        row[it.ST_JOB] = -1
         row[it.ST_LR] = lr
-        row[it.ST_EPOCH] = initial_epoch
-        row[it.ST_FIT_STEP] = fit_step
-        self.row[:] = row
+        if initial_epoch:
+            row[it.ST_EPOCH] = initial_epoch
+            row[it.ST_FIT_STEP] = fit_step
 
     @property
     def early_stopped(self) -> bool:
@@ -100,6 +98,20 @@ class RunState:
             self.row[it.ST_STOPPED] = STOP_NOW
         elif stopped == 0.0:
             self.row[it.ST_STOPPED] = STOP_AFTER_EPOCH
+
+
+def _fresh_row(best: float) -> np.ndarray:
+    """The state row a fit starts from, before its step count and learning rate: no epoch
+    done, no best value yet (``best`` is the worst possible), no job started."""
+    row = np.zeros(it.STATE_WIDTH, dtype=np.float64)
+    row[it.ST_BEST] = best
+    row[it.ST_BEST_EPOCH] = -1
+    row[it.ST_JOB] = -1
+    return row
+
+
+_FRESH_MINIMIZING = _fresh_row(math.inf)  # (losses)
+_FRESH_MAXIMIZING = _fresh_row(-math.inf)  # (accuracy)
 
 
 class RunConfig:

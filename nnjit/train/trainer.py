@@ -112,6 +112,7 @@ class Trainer:
     def _trace(self, n_features: int, max_batch: int):
         tape = Tape(self.dtype, self._graph.max_rows if self._graph is not None else max_batch)
         self._modules = walk_modules(self.model)  # traversed once per trace
+        self._module_dicts = [module.__dict__ for _, module in self._modules]
         self._named_params = named = []
         seen = set()
         for path, module in self._modules:
@@ -148,12 +149,12 @@ class Trainer:
         one it would have made on a fresh trainer, so predicting first changes no bit of a fit.
         """
         n_features = X.shape[1]
-        program = self.program
+        program, graph = self.program, self._graph
         if program is not None:
             self._adopt_parameters()
-            if self._graph is None:
+            if graph is None:
                 self._check_feature_count(X, where)
-            if inference and program.graph is self._graph:
+            if inference and program.graph is graph:
                 return None if y is None else y(program.output_cols)
         n_outputs = program.output_cols if program is not None else None
         tape = None
@@ -169,7 +170,7 @@ class Trainer:
         if program is not None and (program.target_cols != target_cols
                                     or program.max_batch < max_batch
                                     or (replace_inference_layout and program.max_batch != max_batch)
-                                    or program.graph is not self._graph):
+                                    or program.graph is not graph):
             tape = None
             program = None
         if program is None:
@@ -200,8 +201,8 @@ class Trainer:
 
     def _set_training(self, mode: bool) -> None:
         """``model.train(mode)`` over the modules found when tracing (no second traversal)."""
-        for _, module in self._modules:
-            module.__dict__["training"] = mode
+        for attributes in self._module_dicts:
+            attributes["training"] = mode
 
     def _max_batch(self) -> int:
         return self.program.max_batch if self.program is not None else 1
@@ -335,12 +336,12 @@ class Trainer:
             monitor=monitor, restore_best=restore_best, verbose=verbose, callbacks=callbacks,
             scheduler=scheduler, grad_clip_norm=grad_clip_norm,
             accumulation_steps=accumulation_steps, log_batches=log_batches)
-        data = FitData(train, val, self._graph_input, self.dtype)
+        data = FitData(train, val, self._graph_input, self.loss, self.dtype)
 
         # Lay the model out for the data; the targets take the width of its outputs.
-        Y = self._compile(data.X, data.train_targets(self.loss), data.rows_per_batch(), "fit")
+        Y = self._compile(data.X, data.targets, data.max_rows, "fit")
         program = self.program
-        Xv, Yv = data.validation_arrays(self.loss, program.output_cols, Y)
+        Xv, Yv = data.validation_arrays(program.output_cols, Y)
 
         # The plan becomes the compiled loop's settings; the run state starts (or continues).
         steps_per_epoch = plan.steps_per_epoch(len(data.train))
@@ -354,8 +355,9 @@ class Trainer:
         self.batch_history_ = None
         arrays = (data.X, Y, Xv, Yv, self._shuffle_order(len(data.X)))
         training = self._training_arrays(plan, lr_table, plateau)
-        stop = StopRequest(self._run_state) if plan.stoppable else None  # (plain call: none)
-        if plan.stoppable:  # compile (a first run) before any progress clock starts
+        stop = None  # (the plain single call: Ctrl-C is seen when it returns)
+        if plan.per_epoch or plan.threaded:  # Python runs alongside: compile before its clocks
+            stop = StopRequest(self._run_state)
             program.prepare(it.TASK_FIT, arrays, training(), self._state, self._best, history,
                             self._empty(1), self._batch_log)
 
@@ -378,7 +380,7 @@ class Trainer:
         state.start_fit(step=self.optimizer.iterations, lr=self.optimizer.lr,
                         maximize=plan.maximize, initial_epoch=initial_epoch,
                         fit_step=initial_epoch * steps_per_epoch)
-        self._plateau, self._monitor = plateau, plan.monitor
+        self._plateau, self._monitor_code = plateau, plan.monitor_code
         carried = (resume.carry_fit_state(saved, state, plateau, self._best, initial_epoch,
                                           plan.monitor_code) if initial_epoch else None)
         self._fit_start = self.initial_epoch_ = initial_epoch
@@ -423,10 +425,12 @@ class Trainer:
         call in a worker thread (progress). Returns ``(status, interrupted)``: a Ctrl-C stop
         request, or a KeyboardInterrupt between epochs, stops it cleanly."""
         state, callbacks, program = self._run_state, plan.callbacks, self.program
+        classification = self.loss.is_classification
 
         def on_epoch():
             self.optimizer.iterations = int(state.step)  # checkpoints see the real count
-            self.history_ = frame = self._fit_history(history)
+            self.history_ = frame = fit_history(history, state, self._fit_start,
+                                                plan.monitor, classification)
             self._batch_frame()
             logs = frame.iloc[-1].to_dict()
             if plan.verbose == 2:
@@ -446,7 +450,7 @@ class Trainer:
         def run():
             with single_threaded_blas():
                 return program.run(it.TASK_FIT, arrays, training(), self._state, self._best,
-                                   history, self._empty(1),
+                                   history, empty_rows(self.dtype, 1),
                                    on_pause=on_epoch if plan.per_epoch else None,
                                    batch_log=self._batch_log, call=call)
 
@@ -473,7 +477,8 @@ class Trainer:
             requested = stop is not None and stop.requested
             if requested:
                 state.clear_stop_request()  # a Ctrl-C is not early stopping: a resume goes on
-            self.history_ = self._fit_history(history)
+            self.history_ = fit_history(history, state, self._fit_start, plan.monitor,
+                                        classification)
             self._batch_frame()
         return status, interrupted or requested
 
@@ -514,10 +519,6 @@ class Trainer:
             print(summary_line(self.history_))
         return self.history_
 
-    def _fit_history(self, history: np.ndarray) -> pd.DataFrame:
-        return fit_history(history, self._run_state, self._fit_start, self._monitor,
-                           self.loss.is_classification)
-
     def _batch_frame(self) -> None:
         """``batch_history_`` from the compiled per-batch log, up to the last finished epoch."""
         if self._batch_log is not None:
@@ -533,7 +534,7 @@ class Trainer:
         """
         if self.program is None or getattr(self, "_plateau", None) is None:
             return None
-        return resume.fit_state(self._run_state, self._config, MONITORS[self._monitor],
+        return resume.fit_state(self._run_state, self._config, self._monitor_code,
                                 self._plateau, self._best)
 
     def callback_states(self) -> dict:

@@ -25,6 +25,8 @@ def test_the_plan_is_frozen_and_settles_the_defaults_that_depend_on_each_other()
     plan = FitPlan.build(CrossEntropyLoss(), True, epochs=5, n_iter_no_change=None, verbose=2)
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.epochs = 6
+    assert set(vars(plan)) == {field.name for field in dataclasses.fields(FitPlan)}
+    assert plan == FitPlan(**vars(plan))
     assert plan.monitor == "val_loss" and plan.patience == 0 and plan.schedule_epochs == 5
     assert plan.per_epoch and not plan.threaded  # verbose=2 prints between epochs
     assert FitPlan.build(MSELoss(), False, verbose=0).monitor == "train_loss"
