@@ -122,7 +122,8 @@ class RunConfig:
     eval_batch = _Field(it.C_EVAL_BATCH)
     monitor = _Field(it.C_MONITOR)
     restore_best = _Field(it.C_RESTORE_BEST)
-    dense_mode = _Field(it.C_DENSE_MODE)  # the BLAS kernels in use (MODE_AVX2 or MODE_AVX512 of nnjit.kernels.dense)
+    # the BLAS kernels in use: MODE_AVX2 or MODE_AVX512 of nnjit.kernels.dense
+    dense_mode = _Field(it.C_DENSE_MODE)
 
     def __init__(self, row: np.ndarray | None = None):
         self.row = np.zeros(it.CONFIG_WIDTH, dtype=np.float64) if row is None else row
