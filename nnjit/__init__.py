@@ -6,6 +6,7 @@
 from nnjit._version import __version__ as __version__
 
 from nnjit import datasets as datasets
+from nnjit import export as export  # (registers Module.save_onnx and the safetensors methods)
 from nnjit.data.full_batch import FullBatch as FullBatch
 from nnjit.data.graph import Graph as Graph
 from nnjit.data.loader import DataLoader as DataLoader
@@ -54,8 +55,8 @@ from nnjit.random import seeded as seeded
 from nnjit.random import set_seed as set_seed
 from nnjit.regularizers import L2Regularizer as L2Regularizer
 from nnjit.regularizers import SklearnL2Regularizer as SklearnL2Regularizer
-from nnjit.train.nne import NNEFormatError as NNEFormatError
-from nnjit.train.nne import StateMismatchError as StateMismatchError
+from nnjit.io.nne import NNEFormatError as NNEFormatError
+from nnjit.io.nne import StateMismatchError as StateMismatchError
 from nnjit.train.trainer import JITCompiler as JITCompiler
 from nnjit.train.trainer import Trainer as Trainer
 

@@ -7,7 +7,10 @@
   X`` where X is a name of ``nnjit/__init__.py`` rather than a submodule): a module imports what
   it uses from where it is defined;
 - ``nnjit/kernels`` imports nothing from nnjit outside ``kernels`` (pure compiled kernels at the
-  bottom of the layers).
+  bottom of the layers);
+- ``nnjit/nn`` (layers) imports nothing from ``train``, ``export``, ``experiment`` or ``cli``, which
+  build on it (they register what Module's convenience methods call in ``nnjit.nn.providers``);
+- ``nnjit/io`` (file formats) imports only ``io``, ``checks`` and ``_version``: nothing above it.
 
 Each allowlist below holds today's known offenders, each entry with the issue that removes it. An
 entry that no longer occurs fails the test, so the lists only shrink.
@@ -25,14 +28,9 @@ CIRCLE_ALLOWLIST = {
     # issue 12 (families helper): sampled_batch takes _load_batch and the L_* indices from the
     # interpreter, which loads sampled batches through sampled_batch.
     ("nnjit.graph.interpreter", "nnjit.graph.sampled_batch"),
-    # issue 12 (layers: nn never imports train or export): Module's convenience methods
-    # (predict, summary, save_safetensors, save_onnx) import upwards lazily; predict and the
-    # summary build a Trainer.
-    ("nnjit.nn.module", "nnjit.export.onnx_export"),
-    ("nnjit.nn.module", "nnjit.export.safetensors_io"),
+    # Module.summary_str imports the summary lazily, which walks the model with nn.module's
+    # walk_modules and finds graph layers through nn.gnn.base (whose MessagePassing is a Module).
     ("nnjit.nn.module", "nnjit.nn.summary"),
-    ("nnjit.nn.module", "nnjit.train.trainer"),
-    ("nnjit.nn.summary", "nnjit.train.trainer"),
 }
 
 #: kernels modules' imports from nnjit outside kernels (importer, imported).
@@ -181,3 +179,29 @@ def test_kernels_import_nothing_above_them():
     assert not stale, f"these imports are gone: delete them from KERNELS_ALLOWLIST: {stale}"
     above = sorted(found - KERNELS_ALLOWLIST)
     assert not above, f"kernels import from nnjit outside kernels: {above}"
+
+
+#: The layers above nn: nn never imports them.
+ABOVE_NN = ("nnjit.train", "nnjit.export", "nnjit.experiment", "nnjit.cli")
+#: What nnjit/io may import from nnjit.
+BELOW_IO = ("nnjit.io", "nnjit.checks", "nnjit._version")
+
+
+def _in(module: str, packages) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def test_nn_imports_nothing_from_the_layers_that_build_on_it():
+    graph = _graph()
+    found = sorted((m, t) for m, targets in graph.items() if _in(m, ("nnjit.nn",))
+                   for t in targets if _in(t, ABOVE_NN))
+    assert not found, f"nn imports from a layer above it (register in nnjit.nn.providers): {found}"
+    assert "nnjit.nn.providers" in graph["nnjit.nn.module"]  # (the rule reads nn's imports)
+
+
+def test_io_imports_nothing_above_it():
+    graph = _graph()
+    assert "nnjit.io.atomic" in graph["nnjit.io.nne"]  # (the rule reads io's imports)
+    found = sorted((m, t) for m, targets in graph.items() if _in(m, ("nnjit.io",))
+                   for t in targets if not _in(t, BELOW_IO))
+    assert not found, f"io imports from a layer above it: {found}"

@@ -173,7 +173,7 @@ _DTYPES = (np.float32, np.float64, np.int32, np.int64, np.uint8)
 
 
 def _decode(path: Path):
-    from nnjit.train.nne import load_nne
+    from nnjit.io.nne import load_nne
 
     nne = load_nne(path)
     groups = {g: {n: np.array(a, copy=True) for n, a in t.items()} for g, t in nne.groups.items()}
@@ -381,7 +381,7 @@ def make_case(base: Path, index: int, out: Path, seed: int = 0) -> tuple[str, st
 
 
 def _make_case(base: Path, index: int, out: Path, seed: int) -> tuple[str, str]:
-    from nnjit.train.nne import save_nne
+    from nnjit.io.nne import save_nne
 
     rng = random.Random(seed * 1_000_003 + index)
     kinds, weights = zip(*KINDS.items())

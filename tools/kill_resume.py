@@ -140,7 +140,7 @@ def temp_files(root: Path) -> list[str]:
 
 def kill_record(root: Path, delay: float) -> dict:
     """What a kill left in the runs root."""
-    from nnjit.train.nne import load_nne
+    from nnjit.io.nne import load_nne
 
     folder = run_folder(root)
     rec = {"seconds_after_launch": round(delay, 3), "tmp_files": temp_files(root), "idps_epochs": 0,
@@ -163,7 +163,7 @@ def kill_record(root: Path, delay: float) -> dict:
 
 def compare(ref: Path, got: Path) -> list[str]:
     """Differences between two run folders (empty: bit-identical but for idps.csv's seconds)."""
-    from nnjit.train.nne import load_nne
+    from nnjit.io.nne import load_nne
 
     diffs = []
     a_ck, b_ck = ref / "checkpoints", got / "checkpoints"

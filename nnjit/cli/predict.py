@@ -53,7 +53,7 @@ def checkpoint_contents(path: str, name: str):
     from nnjit.data.tabular import TabularEncoding
     from nnjit.experiment import RunConfig
     from nnjit.train.checkpoint import ENCODING, RUN_CONFIG
-    from nnjit.train.nne import NNEFormatError, load_nne
+    from nnjit.io.nne import NNEFormatError, load_nne
 
     try:
         nne = load_nne(path)
@@ -146,7 +146,7 @@ def infer(config, path: str, X):
 
 
 def cmd_predict(args) -> int:
-    from nnjit.train.atomic import atomic_write_text
+    from nnjit.io.atomic import atomic_write_text
 
     path, name = resolve_checkpoint(args.source, args.checkpoint, args.root)
     nne, config, encoding = checkpoint_contents(path, name)

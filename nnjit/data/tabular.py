@@ -257,7 +257,7 @@ class TabularEncoding:
 
     def save(self, path) -> None:
         """Write :meth:`state` as JSON to ``path`` atomically."""
-        from nnjit.train.atomic import atomic_write_text
+        from nnjit.io.atomic import atomic_write_text
 
         atomic_write_text(path, json.dumps(self.state(), indent=1, allow_nan=False) + "\n")
 

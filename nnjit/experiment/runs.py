@@ -55,7 +55,7 @@ from nnjit.experiment.safe_yaml import (
     describe_yaml_error,
     read_yaml_file,
 )
-from nnjit.train.atomic import atomic_write_text, remove_stale_temp_files
+from nnjit.io.atomic import atomic_write_text, remove_stale_temp_files
 from nnjit.train.builtin_callbacks import (
     EarlyStopping,
     _Tracker,
@@ -344,7 +344,7 @@ class Run:
 
     def remove_stale_temp_files(self) -> list[Path]:
         """Delete the temporary files a process killed while writing this run left behind
-        (:func:`nnjit.train.atomic.remove_stale_temp_files`: exactly the temporary names of
+        (:func:`nnjit.io.atomic.remove_stale_temp_files`: exactly the temporary names of
         ``run.yaml``, ``metadata.yaml``, :data:`RUN_OUTPUTS` and the checkpoints, nothing
         else); returns their paths. :func:`train_run` calls it when the run starts again."""
         removed = remove_stale_temp_files(self.path, ("run.yaml", "metadata.yaml", *RUN_OUTPUTS))
@@ -479,7 +479,7 @@ class Run:
     def checkpoint_epoch(self, phase=Checkpoints.LAST) -> int:
         """The 1-based epoch a checkpoint was saved after."""
         from nnjit.train.checkpoint import metadata_epoch
-        from nnjit.train.nne import load_nne
+        from nnjit.io.nne import load_nne
 
         return metadata_epoch(load_nne(self.checkpoint(phase)))
 
@@ -497,7 +497,7 @@ class Run:
 
     def load_weights(self, model, phase=Checkpoints.BEST):
         """Load a checkpoint's weights into ``model``; returns the model."""
-        from nnjit.train.checkpoint import load_module
+        from nnjit.io.weights import load_module
 
         load_module(model, self.checkpoint(phase))
         return model
@@ -694,7 +694,7 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
     ``val_accuracy`` or ``train_loss`` and the mode matches, else :class:`EarlyStopping`.
     """
     from nnjit.data.loader import DataLoader
-    from nnjit.train.trainer import MONITORS
+    from nnjit.train.fit_plan import MONITORS
 
     if not isinstance(config, RunConfig):
         raise TypeError(f"train_run: config must be a RunConfig, got {type(config).__name__}")
@@ -781,7 +781,7 @@ def _check_resumable(run: Run, phase: Checkpoints, target: int) -> None:
     """NoCheckpointError without that checkpoint; RunFinishedError when it is at or past
     ``target`` or early stopping ended the run there."""
     from nnjit.train.checkpoint import metadata_epoch, unpack_callbacks, unpack_fit
-    from nnjit.train.nne import load_nne
+    from nnjit.io.nne import load_nne
 
     path = run.path / "checkpoints" / phase.filename
     if not path.is_file():

@@ -27,6 +27,7 @@ from nnjit.export.optional import require
 from nnjit.export.trace import Trace, input_width, trace_model
 from nnjit.graph.opcodes import GRAPH_OPCODES, SPECS, Opcode
 from nnjit.nn.module import Module, walk_modules
+from nnjit.nn.providers import provide
 
 ONNX_OPSET = 17
 ONNX_IR_VERSION = 8  # the IR version of onnx 1.12, which introduced opset 17
@@ -59,7 +60,7 @@ def save_onnx(model: Module, path, input_shape=None) -> None:
     trace = trace_model(model, input_width(model, input_shape, where), dtype, where)
     proto = _build(onnx, trace, model, dtype)
     onnx.checker.check_model(proto, full_check=True)
-    from nnjit.train.atomic import atomic_replace
+    from nnjit.io.atomic import atomic_replace
 
     with atomic_replace(os.fspath(path)) as fh:
         fh.write(proto.SerializeToString())
@@ -269,3 +270,6 @@ def _finish(onnx, b: _GraphBuilder, model: Module):
 _HANDLED = frozenset({Opcode.DENSE, Opcode.ADD, Opcode.MUL, Opcode.DROPOUT, Opcode.RELU,
                       Opcode.LEAKY_RELU, Opcode.ELU, Opcode.SELU, Opcode.TANH, Opcode.SIGMOID,
                       Opcode.SOFTPLUS, Opcode.GELU})
+
+
+provide("save_onnx", save_onnx)  # Module.save_onnx

@@ -15,9 +15,10 @@ import numpy as np
 
 from nnjit.export.optional import require
 from nnjit.export.torch_layout import torch_shapes
+from nnjit.io.atomic import atomic_replace
+from nnjit.io.nne import StateMismatchError
 from nnjit.nn.module import Module
-from nnjit.train.atomic import atomic_replace
-from nnjit.train.nne import StateMismatchError
+from nnjit.nn.providers import provide
 
 #: safetensors dtype names nnjit can load (a narrower float than the model's is widened exactly).
 FLOAT_DTYPES = {"F16": np.dtype(np.float16), "F32": np.dtype(np.float32),
@@ -117,3 +118,7 @@ def load_safetensors(model: Module, path) -> None:
     for name, value in values.items():
         p = params[name]
         p.data[...] = value.reshape(p.data.shape)
+
+
+provide("save_safetensors", save_safetensors)  # Module.save_safetensors
+provide("load_safetensors", load_safetensors)  # Module.load_safetensors

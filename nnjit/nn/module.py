@@ -15,7 +15,10 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from nnjit.graph.tape import Symbolic, Tape, current_tape
+from nnjit.io.nne import check_state
+from nnjit.io.weights import load_module, save_module
 from nnjit.nn.parameter import Parameter
+from nnjit.nn.providers import provider
 
 MSG_DATA_CALL = (
     "{cls} was called with {n} arguments: on data, call the model with one, an array of shape "
@@ -238,8 +241,6 @@ class Module:
                 PyTorch) and, when strict, every missing and unexpected key. Nothing is loaded
                 then.
         """
-        from nnjit.train.nne import check_state
-
         params = OrderedDict(self.named_parameters())
         missing = [n for n in params if n not in state]
         unexpected = [k for k in state if k not in params]
@@ -252,8 +253,6 @@ class Module:
 
     def save_weights(self, path) -> None:
         """Write all parameters to a ``.nne`` file (atomically)."""
-        from nnjit.train.checkpoint import save_module
-
         save_module(self, path)
 
     def load_weights(self, path) -> None:
@@ -267,16 +266,12 @@ class Module:
             StateMismatchError: every missing, unexpected or mis-shaped parameter, at once.
             OSError: the file cannot be read.
         """
-        from nnjit.train.checkpoint import load_module
-
         load_module(self, path)
 
     def save_safetensors(self, path) -> None:
         """Write all parameters to a safetensors file with PyTorch's names and layouts, which
         ``torch.nn.Module.load_state_dict`` reads (needs ``pip install 'nnjit[export]'``)."""
-        from nnjit.export.safetensors_io import save_safetensors
-
-        save_safetensors(self, path)
+        provider("save_safetensors", f"{type(self).__name__}.save_safetensors")(self, path)
 
     def load_safetensors(self, path) -> None:
         """Load parameters from a safetensors file with PyTorch's names and layouts (e.g. a
@@ -285,9 +280,7 @@ class Module:
         Names, shapes and dtypes are checked first and every mismatch is listed in one
         :class:`~nnjit.export.SafetensorsMismatchError`; nothing changes unless all match.
         """
-        from nnjit.export.safetensors_io import load_safetensors
-
-        load_safetensors(self, path)
+        provider("load_safetensors", f"{type(self).__name__}.load_safetensors")(self, path)
 
     def save_onnx(self, path, input_shape=None) -> None:
         """Export this feed-forward model as ONNX (opset 17, dynamic batch): input ``"input"``,
@@ -300,9 +293,7 @@ class Module:
         Raises:
             NotImplementedError: naming the layer, for graph layers and Python ops.
         """
-        from nnjit.export.onnx_export import save_onnx
-
-        save_onnx(self, path, input_shape)
+        provider("save_onnx", f"{type(self).__name__}.save_onnx")(self, path, input_shape)
 
     def predict(self, X) -> np.ndarray:
         """The network's raw outputs for ``X`` (logits for a classifier), in evaluation mode.
@@ -335,13 +326,10 @@ class Module:
         """The trainer whose compiled forward ``predict`` and ``model(X)`` run (see predict)."""
         trainer = self.__dict__.get("_trainer")
         if trainer is None:  # it registers itself here once it lays the model out
-            from nnjit.losses import MSELoss
-            from nnjit.train.trainer import Trainer
-
             if not self.parameters():
                 raise TypeError(f"{type(self).__name__} has no parameters: it runs on data only "
                                 "inside a model; call the model that contains it")
-            trainer = Trainer(self, loss=MSELoss(), seed=0)  # MSE: any output width
+            trainer = provider("inference_trainer", f"{type(self).__name__}.predict")(self)
         return trainer
 
     def summary(self, input_shape=None, *, graph=None) -> None:

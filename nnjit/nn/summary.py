@@ -11,6 +11,7 @@ import numpy as np
 
 from nnjit.checks import is_int
 from nnjit.graph.tape import Tensor
+from nnjit.nn.providers import provider
 
 _COLUMNS = ("Layer (path)", "Type", "Output shape", "Params")
 
@@ -68,9 +69,7 @@ def _traced_shapes(model, modules, input_shape, graph):
     """``({id(module): "(rows, cols)"}, note, input description)``; shapes None if no trace."""
     from nnjit.data.full_batch import FullBatch
     from nnjit.data.graph import Graph
-    from nnjit.losses import MSELoss
     from nnjit.nn.gnn.base import MessagePassing
-    from nnjit.train.trainer import Trainer
 
     width = _input_width(modules, input_shape)
     is_graph_model = any(isinstance(m, MessagePassing) for _, m in modules)
@@ -86,16 +85,14 @@ def _traced_shapes(model, modules, input_shape, graph):
     if not model.parameters():
         return None, None, None
 
-    trainer = Trainer(model, loss=MSELoss(), seed=0)  # only traces: nothing laid out
-    if graph is not None:
-        trainer._use_graph(FullBatch(graph))
+    trainer = provider("inference_trainer", f"{type(model).__name__}.summary")(model)
     shapes: dict[int, str] = {}
     wrapped = []
     for _, module in modules:
         wrapped.append(module)
         module.__dict__["forward"] = _noting(module, shapes, batch_rows=graph is None)
     try:
-        trainer._trace(width, 1)
+        trainer.trace(width, graph)  # (only traces: nothing laid out)
     finally:
         for module in wrapped:
             del module.__dict__["forward"]

@@ -1,4 +1,5 @@
-"""Model weights and trainer checkpoints in ``.nne`` files (format: docs/nne-format.md).
+"""Trainer checkpoints in ``.nne`` files (format: docs/nne-format.md): a module's weights
+(:mod:`nnjit.io.weights`) plus the optimizer, RNG, fit and callback state an exact resume needs.
 
 Writing packs the groups a checkpoint holds; reading checks every field of an untrusted file
 (type, dtype, shape, range) before anything is changed, raising only ``NNEFormatError`` (naming
@@ -8,19 +9,16 @@ the file and the field) or ``StateMismatchError`` (parameter names and shapes).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from nnjit.checks import is_int
 from nnjit.kernels.rng import state_problem
-from nnjit.train.nne import NNEFormatError, check_state, load_nne, save_nne
+from nnjit.io.nne import NNEFormatError, check_state
+from nnjit.io.weights import params_group, save_module
 
-PARAMS = "params"
 OPTIMIZER = "optimizer"
-
-
 RNG = "rng"
 FIT = "fit"
 CALLBACKS = "callbacks"
@@ -37,17 +35,14 @@ FIT_SCALARS = ("epoch", "fit_step", "best", "best_epoch", "bad_epochs", "stopped
                "monitor")
 
 
-def save_module(module, path, optimizer=None, rng_state=None, shuffle_order=None,
-                metadata=None, fit_state=None, callback_states=None) -> None:
+def write_checkpoint(module, path, optimizer=None, rng_state=None, shuffle_order=None,
+                     metadata=None, fit_state=None, callback_states=None) -> None:
     """Write ``module``'s parameters atomically, with the optimizer's state, the trainer's
     RNG state and its current shuffle order when given (what an exact warm restart needs), the
     fit state (early stopping, scheduler position) and the callbacks' states, and extra JSON
     ``metadata``."""
-    from nnjit._version import __version__
-
-    groups = {PARAMS: {n: np.asarray(p.data) for n, p in module.named_parameters()}}
-    metadata = {"nnjit_version": __version__, "model": type(module).__name__,
-                **(metadata or {})}
+    groups = {}
+    metadata = dict(metadata or {})
     if optimizer is not None and optimizer.state is not None:
         groups[OPTIMIZER] = {"state": optimizer.state}
         metadata["optimizer"] = {"class": type(optimizer).__name__,
@@ -62,7 +57,7 @@ def save_module(module, path, optimizer=None, rng_state=None, shuffle_order=None
         groups[FIT]["best_params"] = np.asarray(fit_state["best_params"])
     if callback_states:
         groups[CALLBACKS], metadata["callbacks"] = _pack_callbacks(callback_states)
-    save_nne(path, groups, metadata)
+    save_module(module, path, groups, metadata)
 
 
 def _pack_callbacks(states: dict):
@@ -139,7 +134,7 @@ def _count(nne, field: str, value: float, low: float = 0, high: float = _MAX_COU
 
 
 def unpack_fit(nne) -> dict | None:
-    """The fit state saved by :func:`save_module`, or None (a file written without one: the
+    """The fit state saved by :func:`write_checkpoint`, or None (a file written without one: the
     documented defaults apply, i.e. early stopping and the plateau rule start afresh).
 
     Raises :class:`NNEFormatError` naming the file and the field when a tensor is missing,
@@ -196,7 +191,7 @@ _CALLBACK_SCHEMAS = {
 
 
 def unpack_callbacks(nne) -> dict:
-    """The callback states saved by :func:`save_module` (``{}`` when there are none).
+    """The callback states saved by :func:`write_checkpoint` (``{}`` when there are none).
 
     Raises :class:`NNEFormatError` naming the file and the entry when metadata ``callbacks`` is
     not ``{key: {name: str | bool | None}}``, a tensor of group ``callbacks`` is not named
@@ -386,31 +381,3 @@ def _check_permutation(nne, order: np.ndarray) -> None:
         missing = int(np.flatnonzero(~seen)[0])
         raise _bad(nne, field, f"is not a permutation of 0..{n - 1}: {missing} is missing "
                    "(another value repeats)")
-
-
-def load_module(module, path):
-    """Load parameters from ``path`` into ``module`` (all mismatches reported at once).
-
-    Returns the loaded :class:`~nnjit.train.nne.NNEFile` (metadata and any optimizer / RNG
-    groups). Nothing is changed unless every tensor matches.
-
-    Raises:
-        NNEFormatError: the file is not a valid ``.nne`` file, has no ``params`` group or a
-            parameter that is not float32/float64 (the message names the file and the tensor).
-        StateMismatchError: every missing, unexpected or mis-shaped parameter.
-    """
-    nne = load_nne(path)
-    module.load_state_dict(params_group(nne, path), where=os.fspath(path))
-    return nne
-
-
-def params_group(nne, path) -> dict:
-    """The parameter tensors of a loaded file (float32 or float64), or an
-    :class:`NNEFormatError` naming the file (and the tensor)."""
-    if PARAMS not in nne.groups:
-        raise NNEFormatError(os.fspath(path), f"no '{PARAMS}' group in this .nne file")
-    for name, arr in nne.groups[PARAMS].items():
-        if arr.dtype.kind != "f":
-            raise NNEFormatError(os.fspath(path), f"tensor '{PARAMS}/{name}' has dtype "
-                                 f"{arr.dtype}, expected float32 or float64")
-    return nne.groups[PARAMS]

@@ -25,8 +25,9 @@ from nnjit.graph import status as st
 from nnjit.graph.program import ArenaTooLarge, Program, format_bytes, physical_memory
 from nnjit.graph.tape import Tape, Tensor
 from nnjit.kernels import loss as kl
-from nnjit.losses import CrossEntropyLoss, Loss, get_loss
+from nnjit.losses import CrossEntropyLoss, Loss, MSELoss, get_loss
 from nnjit.nn.module import Module, walk_modules
+from nnjit.nn.providers import provide
 from nnjit.optim import Optimizer, get_optimizer
 from nnjit.optim.adam import Adam
 from nnjit.random import next_seed
@@ -109,6 +110,18 @@ class Trainer:
         self.initial_epoch_ = 0
 
     # -- compilation -----------------------------------------------------------------------------
+    def trace(self, n_features: int, graph=None) -> tuple[Tape, Tensor, Tensor]:
+        """Record the model's ``forward`` on symbolic tensors, laying nothing out and compiling
+        nothing: ``(tape, input, output)``. :meth:`Module.summary` reads output shapes from it.
+
+        Args:
+            n_features: the input width (for a graph, its node features' width).
+            graph: for graph models, the :class:`~nnjit.data.graph.Graph` (or
+                :class:`~nnjit.data.full_batch.FullBatch`) to trace on; None for array data.
+        """
+        self._use_graph(FullBatch(graph) if isinstance(graph, Graph) else graph)
+        return self._trace(n_features, 1)
+
     def _trace(self, n_features: int, max_batch: int):
         tape = Tape(self.dtype, self._graph.max_rows if self._graph is not None else max_batch)
         self._modules = walk_modules(self.model)  # traversed once per trace
@@ -700,15 +713,15 @@ class Trainer:
 
         Loading it and calling ``fit(..., epochs=N, initial_epoch=<epochs done>)`` continues
         exactly where the fit was (bit for bit, same RNG and shuffle order)."""
-        from nnjit.train.checkpoint import save_module
+        from nnjit.train.checkpoint import write_checkpoint
 
         rng = self.program.rng if self.program is not None else self._pending_rng
         pending = self._resume  # loaded from a checkpoint and not fitted since: keep it
-        save_module(self.model, path, optimizer=self.optimizer, rng_state=rng,
-                    shuffle_order=self._perm, metadata=metadata,
-                    fit_state=pending["fit"] if pending is not None else self.fit_state(),
-                    callback_states=(pending["callbacks"] if pending is not None
-                                     else self.callback_states()))
+        write_checkpoint(self.model, path, optimizer=self.optimizer, rng_state=rng,
+                         shuffle_order=self._perm, metadata=metadata,
+                         fit_state=pending["fit"] if pending is not None else self.fit_state(),
+                         callback_states=(pending["callbacks"] if pending is not None
+                                          else self.callback_states()))
 
     def load_checkpoint(self, path) -> None:
         """Restore what :meth:`save_checkpoint` wrote; the model must have the same shape.
@@ -730,7 +743,7 @@ class Trainer:
             OSError: the file cannot be read (missing, permission denied).
         """
         from nnjit.train.checkpoint import read_checkpoint
-        from nnjit.train.nne import load_nne
+        from nnjit.io.nne import load_nne
 
         saved = read_checkpoint(load_nne(path), self.model, self.optimizer)  # changes nothing
         self.model.load_state_dict(saved.params, where=str(path))
@@ -767,3 +780,12 @@ def _refuse_graph_model(model: Module, what: str) -> None:
 
 
 _NO_SPANS = np.zeros((0, 2), dtype=np.int64)  # no regularizer: no penalised spans
+
+
+def _inference_trainer(model: Module) -> Trainer:
+    """The trainer ``model.predict(X)`` makes when none laid the model out: no loss assumed
+    (MSE takes any output width), seed 0 (it draws nothing from set_seed's generator)."""
+    return Trainer(model, loss=MSELoss(), seed=0)
+
+
+provide("inference_trainer", _inference_trainer)

@@ -23,7 +23,7 @@ from nnjit.experiment import (
 from nnjit.experiment.runs import IDPS_COLUMNS, train_run
 from nnjit.train.builtin_callbacks import EarlyStopping
 from nnjit.train.callbacks import Callback
-from nnjit.train.nne import load_nne, save_nne
+from nnjit.io.nne import load_nne, save_nne
 
 COLS = [c for c in IDPS_COLUMNS if c != "seconds"]
 

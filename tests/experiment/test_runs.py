@@ -29,7 +29,7 @@ from nnjit.experiment.runs import (
     check_run_id,
     train_run,
 )
-from nnjit.train.atomic import atomic_replace, is_temp_file_of
+from nnjit.io.atomic import atomic_replace, is_temp_file_of
 from nnjit.train.callbacks import Callback
 
 
@@ -236,7 +236,7 @@ def test_per_batch_rows_in_idps(tmp_path):
 
 def test_a_table_runs_encoding_is_saved_in_the_folder_and_every_checkpoint(tmp_path):
     from nnjit.data.tabular import TabularDataset, TabularEncoding
-    from nnjit.train.nne import load_nne
+    from nnjit.io.nne import load_nne
 
     rng = np.random.default_rng(0)
     df = pd.DataFrame({"a": rng.normal(size=90), "color": rng.choice(["red", "blue"], 90),

@@ -145,7 +145,7 @@ def test_load_state_dict_strict_false_loads_what_matches():
 
 
 def test_load_state_dict_strict_reports_everything_and_returns_empty_keys():
-    from nnjit.train.nne import StateMismatchError
+    from nnjit.io.nne import StateMismatchError
 
     a, b = Block(), Block()
     assert tuple(b.load_state_dict(a.state_dict())) == ([], [])
@@ -157,7 +157,7 @@ def test_load_state_dict_strict_reports_everything_and_returns_empty_keys():
 
 
 def test_load_state_dict_mis_shaped_is_an_error_even_when_not_strict():
-    from nnjit.train.nne import StateMismatchError
+    from nnjit.io.nne import StateMismatchError
 
     a, b = Block(), Block()
     before = {n: p.data.copy() for n, p in b.named_parameters()}

@@ -34,7 +34,7 @@ def test_round_trip_is_exact_and_predictions_match(tmp_path):
 
 
 def test_file_records_format_and_metadata(tmp_path):
-    from nnjit.train.nne import FORMAT_VERSION, MAGIC, load_nne
+    from nnjit.io.nne import FORMAT_VERSION, MAGIC, load_nne
 
     model, _, _ = trained_model()
     path = tmp_path / "m.nne"

@@ -11,7 +11,7 @@ import nnjit as nn
 from nnjit.kernels import rng
 from nnjit.schedulers import ReduceLROnPlateau
 from nnjit.train.builtin_callbacks import EarlyStopping
-from nnjit.train.nne import load_nne, save_nne
+from nnjit.io.nne import load_nne, save_nne
 
 
 def make_model():

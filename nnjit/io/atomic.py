@@ -1,7 +1,7 @@
 """Atomic file replacement: temporary file in the same folder, fsync, ``os.replace``.
 
 A reader (or a process started after a crash) sees either the old file or the new one, never a
-mix. Both the ``.nne`` writer (:func:`nnjit.train.nne.save_nne`) and the text files of a run
+mix. Both the ``.nne`` writer (:func:`nnjit.io.nne.save_nne`) and the text files of a run
 (``idps.csv``, ``run.yaml``) go through :func:`atomic_replace`.
 
 A process killed mid-write (SIGKILL, power loss) leaves its temporary file behind, named

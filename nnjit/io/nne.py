@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from nnjit.checks import is_int
-from nnjit.train.atomic import atomic_replace
+from nnjit.io.atomic import atomic_replace
 
 __all__ = [
     "ALIGNMENT",

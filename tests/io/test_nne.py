@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from nnjit.train import nne
-from nnjit.train.nne import (
+from nnjit.io import nne
+from nnjit.io.nne import (
     NNEFile,
     NNEFormatError,
     StateMismatchError,
