@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nnjit.checks import check_int, check_real
+from nnjit.checks import Int, Real
 from nnjit.graph import interpreter as it
 from nnjit.schedulers import ReduceLROnPlateau, Scheduler
 from nnjit.train.callbacks import CallbackList
@@ -33,6 +33,16 @@ _CONFIG_ORDER = (it.C_BATCH, it.C_EVAL_BATCH, it.C_SHUFFLE, it.C_DROP_LAST, it.C
                  it.C_DENSE_MODE)
 if _CONFIG_ORDER != tuple(range(it.CONFIG_WIDTH)):
     raise ImportError("nnjit.train.fit_plan: the config row no longer matches the C_* fields")
+
+# fit's numeric arguments; each message names the argument ("fit: epochs must be an int >= 1,
+# got 0"). The ``says`` keep the words fit's messages have always used.
+_EPOCHS = Int(min=1)
+_INITIAL_EPOCH = Int(says="an int >= 0")  # its range, [0, epochs), is checked with epochs
+_SCHEDULE_EPOCHS = Int(min=1, none_ok=True, says="an int >= 1 or None")
+_TOL = Real(min=0, says="a finite number >= 0")
+_N_ITER_NO_CHANGE = Int(min=0, none_ok=True, says="an int >= 0 or None")
+_GRAD_CLIP_NORM = Real(gt=0, none_ok=True, says="a number > 0 or None")
+_ACCUMULATION_STEPS = Int(min=1)
 
 _NONE = np.zeros(0, dtype=np.float64)  # "not used" (no LR table, no plateau rule); never written
 _NO_CALLBACKS = CallbackList()  # a fit without callbacks (never changed)
@@ -70,37 +80,27 @@ class FitPlan:
             ValueError: an argument out of range, or arguments that do not go together.
             TypeError: a scheduler that is not one of nnjit.schedulers' classes.
         """
-        usual_types = (type(epochs) is int and type(initial_epoch) is int and type(tol) is float
-                       and type(accumulation_steps) is int and schedule_epochs is None
-                       and grad_clip_norm is None
-                       and (n_iter_no_change is None or type(n_iter_no_change) is int))
-        if not usual_types:  # (these pass every check below: a fit's fixed cost skips them)
-            check_int(epochs, "fit: epochs", "an int >= 1")
-            check_int(initial_epoch, "fit: initial_epoch", "an int >= 0")
-            check_int(schedule_epochs, "fit: schedule_epochs", "an int >= 1 or None",
-                      none_ok=True)
-            check_real(tol, "fit: tol", "a number >= 0")
-            check_int(n_iter_no_change, "fit: n_iter_no_change", "an int >= 0 or None",
-                      none_ok=True)
-            check_real(grad_clip_norm, "fit: grad_clip_norm", "a number > 0 or None",
-                       none_ok=True)
-            check_int(accumulation_steps, "fit: accumulation_steps", "an int >= 1")
-        if epochs < 1:
-            raise ValueError(f"fit: epochs must be an int >= 1, got {epochs!r}")
-        if not 0 <= initial_epoch < epochs:
-            raise ValueError(f"fit: initial_epoch must be an int in [0, epochs) = [0, {epochs}) "
-                             f"(epochs is the final epoch, as in Keras), got {initial_epoch!r}")
-        if schedule_epochs is not None and schedule_epochs < 1:  # (an int: checked above)
-            raise ValueError(f"fit: schedule_epochs must be an int >= 1 or None, "
-                             f"got {schedule_epochs!r}")
-        epochs, initial_epoch = int(epochs), int(initial_epoch)
-        tol = float(tol)
-        if not math.isfinite(tol) or tol < 0:
-            raise ValueError(f"fit: tol must be a finite number >= 0, got {tol!r}")
+        plain = (type(epochs) is int and type(initial_epoch) is int and type(tol) is float
+                 and type(accumulation_steps) is int and schedule_epochs is None
+                 and grad_clip_norm is None
+                 and (n_iter_no_change is None
+                      or type(n_iter_no_change) is int and n_iter_no_change >= 0)
+                 and 0 <= initial_epoch < epochs and 0.0 <= tol < math.inf
+                 and accumulation_steps >= 1)
+        if not plain:  # (a plain fit passes every rule: its fixed cost skips the calls)
+            epochs = _EPOCHS.check("fit: epochs", epochs)
+            initial_epoch = _INITIAL_EPOCH.check("fit: initial_epoch", initial_epoch)
+            if not 0 <= initial_epoch < epochs:
+                raise ValueError(f"fit: initial_epoch must be an int in [0, epochs) = "
+                                 f"[0, {epochs}) (epochs is the final epoch, as in Keras), "
+                                 f"got {initial_epoch!r}")
+            schedule_epochs = _SCHEDULE_EPOCHS.check("fit: schedule_epochs", schedule_epochs)
+            tol = _TOL.check("fit: tol", tol)
+            n_iter_no_change = _N_ITER_NO_CHANGE.check("fit: n_iter_no_change", n_iter_no_change)
+            grad_clip_norm = _GRAD_CLIP_NORM.check("fit: grad_clip_norm", grad_clip_norm)
+            accumulation_steps = _ACCUMULATION_STEPS.check("fit: accumulation_steps",
+                                                           accumulation_steps)
         patience = 0 if n_iter_no_change is None else n_iter_no_change
-        if patience < 0:
-            raise ValueError(f"fit: n_iter_no_change must be an int >= 0 or None, "
-                             f"got {n_iter_no_change!r}")
         monitor = monitor or ("val_loss" if has_val else "train_loss")
         if monitor not in MONITORS:
             raise ValueError(f"fit: unknown monitor {monitor!r}; available: {', '.join(MONITORS)}")
@@ -115,13 +115,6 @@ class FitPlan:
 
             callbacks.append(ProgressBar())  # a bar (terminal, notebook) or a line now and then
         callbacks = CallbackList(callbacks) if callbacks else _NO_CALLBACKS
-        if grad_clip_norm is not None and not (math.isfinite(grad_clip_norm)
-                                               and grad_clip_norm > 0):
-            raise ValueError(f"fit: grad_clip_norm must be a number > 0 or None, "
-                             f"got {grad_clip_norm!r}")
-        if accumulation_steps < 1:
-            raise ValueError(f"fit: accumulation_steps must be an int >= 1, "
-                             f"got {accumulation_steps!r}")
         if scheduler is not None:
             if not isinstance(scheduler, Scheduler):
                 raise TypeError(f"fit: scheduler must be one of nnjit.schedulers' classes, got "
@@ -137,7 +130,7 @@ class FitPlan:
         # every fit builds a plan.
         object.__setattr__(plan, "__dict__", {
             "epochs": epochs, "initial_epoch": initial_epoch,
-            "schedule_epochs": epochs if schedule_epochs is None else int(schedule_epochs),
+            "schedule_epochs": epochs if schedule_epochs is None else schedule_epochs,
             "tol": tol, "patience": patience, "monitor": monitor,
             "restore_best": bool(restore_best), "verbose": verbose, "callbacks": callbacks,
             "scheduler": scheduler, "grad_clip_norm": grad_clip_norm or 0.0,

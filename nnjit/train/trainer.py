@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nnjit.checks import check_int
+from nnjit.checks import Int
 from nnjit.config import DEFAULT_DTYPE, SUPPORTED_DTYPES
 from nnjit.data.adapt import FitData, GraphInput, as_loader, empty_rows, with_validation
 from nnjit.data.full_batch import FullBatch
@@ -43,6 +43,8 @@ if TYPE_CHECKING:  # pandas costs ~100 ms at import; it is loaded when the first
     import pandas as pd
 
 __all__ = ["JITCompiler", "MONITORS", "Trainer"]
+
+_SEED = Int(none_ok=True, says="an int or None")  # (None: drawn from set_seed's generator)
 
 
 class Trainer:
@@ -91,8 +93,7 @@ class Trainer:
         self.dtype = np.dtype(DEFAULT_DTYPE if dtype is None else dtype)
         if self.dtype not in SUPPORTED_DTYPES:
             raise ValueError(f"Trainer: dtype must be float32 or float64, got {self.dtype}")
-        self.seed = next_seed() if seed is None else check_int(seed, "Trainer: seed",
-                                                                 "an int or None")
+        self.seed = next_seed() if seed is None else _SEED.check("Trainer: seed", seed)
         self.program: Program | None = None
         self.history_: "pd.DataFrame | None" = None
         self._state = np.zeros(it.STATE_WIDTH, dtype=np.float64)  # the compiled loop's rows

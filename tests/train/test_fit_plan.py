@@ -71,3 +71,36 @@ def test_the_run_state_view_reads_and_writes_the_row_the_compiled_loop_uses():
     state.stopped = 1.0  # early stopping fired: a stop request leaves it as it is
     state.request_stop(now=True)
     assert state.early_stopped
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(epochs=0), "fit: epochs must be an int >= 1, got 0"),
+    (dict(epochs=5, initial_epoch=5), "fit: initial_epoch must be an int in [0, epochs) = [0, 5) "
+                                      "(epochs is the final epoch, as in Keras), got 5"),
+    (dict(initial_epoch=np.int64(-1)), "fit: initial_epoch must be an int in [0, epochs) = "
+                                       "[0, 100) (epochs is the final epoch, as in Keras), got -1"),
+    (dict(initial_epoch=1.0), "fit: initial_epoch must be an int >= 0, got 1.0 (float)"),
+    (dict(schedule_epochs=0), "fit: schedule_epochs must be an int >= 1 or None, got 0"),
+    (dict(tol=float("nan")), "fit: tol must be a finite number >= 0, got nan"),
+    (dict(tol=-1), "fit: tol must be a finite number >= 0, got -1"),
+    (dict(n_iter_no_change=-1), "fit: n_iter_no_change must be an int >= 0 or None, got -1"),
+    (dict(grad_clip_norm=0), "fit: grad_clip_norm must be a number > 0 or None, got 0"),
+    (dict(grad_clip_norm=float("inf")), "fit: grad_clip_norm must be a number > 0 or None, "
+                                        "got inf"),
+    (dict(accumulation_steps=0), "fit: accumulation_steps must be an int >= 1, got 0"),
+])
+def test_each_argument_out_of_range_is_named(kw, message):
+    with pytest.raises(ValueError) as info:
+        FitPlan.build(CrossEntropyLoss(), False, **kw)
+    assert str(info.value) == message
+
+
+def test_numbers_of_other_types_are_normalised_by_the_rules():
+    plan = FitPlan.build(CrossEntropyLoss(), False, epochs=np.int64(6), initial_epoch=np.int8(2),
+                         schedule_epochs=np.int64(9), tol=0, n_iter_no_change=np.int16(3),
+                         grad_clip_norm=2, accumulation_steps=np.int64(4))
+    got = {k: getattr(plan, k) for k in ("epochs", "initial_epoch", "schedule_epochs", "tol",
+                                         "patience", "grad_clip_norm", "accumulation_steps")}
+    assert got == dict(epochs=6, initial_epoch=2, schedule_epochs=9, tol=0.0, patience=3,
+                       grad_clip_norm=2.0, accumulation_steps=4)
+    assert [type(v) for v in got.values()] == [int, int, int, float, int, float, int]
