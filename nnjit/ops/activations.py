@@ -170,8 +170,10 @@ def activation_backward(op, x, y, dy, dx, accumulate, alpha):
 @dispatcher
 def forward(op, i, ctx):
     if _RELU <= op < _END:
-        records, slots, values, rows = (ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_VALUES],
-                                        ctx[CTX_ROWS])
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        values = ctx[CTX_VALUES]
+        rows = ctx[CTX_ROWS]
         h = records[i, R_AUX0]
         return activation_forward(op, slot_flat(values, slots, records[i, R_IN0], rows),
                                   slot_flat(values, slots, records[i, R_OUT], rows),
@@ -182,10 +184,13 @@ def forward(op, i, ctx):
 @dispatcher
 def backward(op, i, ctx):
     if _RELU <= op < _END:
-        records, slots, rows = ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_ROWS]
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        rows = ctx[CTX_ROWS]
         f = records[i, R_FLAGS]
         if (f & NEEDS_GRAD[0]) != 0:
-            values, grads = ctx[CTX_VALUES], ctx[CTX_GRADS]
+            values = ctx[CTX_VALUES]
+            grads = ctx[CTX_GRADS]
             a = records[i, R_IN0]
             o = records[i, R_OUT]
             h = records[i, R_AUX0]

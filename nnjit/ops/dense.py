@@ -52,8 +52,10 @@ def _scratch_like(scratch, like, needed):
 @dispatcher
 def forward(op, i, ctx):
     if op == _DENSE:
-        records, slots, values, rows = ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_VALUES], \
-            ctx[CTX_ROWS]
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        values = ctx[CTX_VALUES]
+        rows = ctx[CTX_ROWS]
         b = records[i, R_IN1]
         c = records[i, R_IN2]
         kd.dense_forward(
@@ -69,8 +71,11 @@ def forward(op, i, ctx):
 @dispatcher
 def backward(op, i, ctx):
     if op == _DENSE:
-        records, slots, values, grads, rows = (ctx[CTX_RECORDS], ctx[CTX_SLOTS],
-                                               ctx[CTX_VALUES], ctx[CTX_GRADS], ctx[CTX_ROWS])
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        values = ctx[CTX_VALUES]
+        grads = ctx[CTX_GRADS]
+        rows = ctx[CTX_ROWS]
         scratch = ctx[CTX_SCRATCH]
         a = records[i, R_IN0]
         b = records[i, R_IN1]

@@ -44,8 +44,10 @@ SPECS = (
 @dispatcher
 def forward(op, i, ctx):
     if op == _DROPOUT:
-        records, slots, values, rows = (ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_VALUES],
-                                        ctx[CTX_ROWS])
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        values = ctx[CTX_VALUES]
+        rows = ctx[CTX_ROWS]
         x = slot_flat(values, slots, records[i, R_IN0], rows)
         y = slot_flat(values, slots, records[i, R_OUT], rows)
         if ctx[CTX_TRAINING]:
@@ -61,7 +63,9 @@ def forward(op, i, ctx):
 @dispatcher
 def backward(op, i, ctx):
     if op == _DROPOUT:
-        records, slots, rows = ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_ROWS]
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        rows = ctx[CTX_ROWS]
         f = records[i, R_FLAGS]
         if (f & NEEDS_GRAD[0]) != 0:
             grads = ctx[CTX_GRADS]

@@ -35,7 +35,10 @@ SPECS = (
 
 @dispatcher
 def forward(op, i, ctx):
-    records, slots, values, rows = ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_VALUES], ctx[CTX_ROWS]
+    records = ctx[CTX_RECORDS]
+    slots = ctx[CTX_SLOTS]
+    values = ctx[CTX_VALUES]
+    rows = ctx[CTX_ROWS]
     if op == _ADD:
         ke.add_forward(slot_flat(values, slots, records[i, R_IN0], rows),
                        slot_flat(values, slots, records[i, R_IN1], rows),
@@ -51,8 +54,11 @@ def forward(op, i, ctx):
 
 @dispatcher
 def backward(op, i, ctx):
-    records, slots, values, grads, rows = (ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_VALUES],
-                                           ctx[CTX_GRADS], ctx[CTX_ROWS])
+    records = ctx[CTX_RECORDS]
+    slots = ctx[CTX_SLOTS]
+    values = ctx[CTX_VALUES]
+    grads = ctx[CTX_GRADS]
+    rows = ctx[CTX_ROWS]
     a = records[i, R_IN0]
     b = records[i, R_IN1]
     f = records[i, R_FLAGS]

@@ -97,7 +97,9 @@ def loss_and_seed(op, pred, target, dpred, target_is_index, write_grad):
 @dispatcher
 def forward(op, i, ctx):
     if _SOFTMAX_CE <= op < _END:
-        records, slots, rows = ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_ROWS]
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        rows = ctx[CTX_ROWS]
         a = records[i, R_IN0]
         loss, correct, counted = loss_and_seed(
             op, slot_view(ctx[CTX_VALUES], slots, a, rows),
