@@ -74,10 +74,8 @@ def segment_softmax(edges, scores, *, csr="raw"):
 
 
 def head_dot(edges, x, att, *, heads):
-    """(N, H) per-head dot products of x with att (nnjit.graph.edges.head_dot)."""
-    from nnjit.graph.edges import head_dot as record
-
-    return record(x, att, heads)
+    """(N, H): per head h, the dot product of x's columns h*C:(h+1)*C with att's."""
+    return x.tape.record(_HEAD_DOT, [x, att], x.rows, heads, aux=(GRAPH_RAW,))
 
 
 def edge_gather_add(edges, a_src, a_dst, *, csr="raw"):
@@ -91,10 +89,8 @@ def csr_dense(edges, features, weight, bias=None):
 
 
 def head_mean(edges, x, bias=None, *, heads):
-    """(N, C) mean of x's H column blocks (nnjit.graph.edges.head_mean)."""
-    from nnjit.graph.edges import head_mean as record
-
-    return record(x, heads, bias)
+    """(N, C): the mean of x's H column blocks of width C (plus ``bias`` (1, C))."""
+    return x.tape.record(_HEAD_MEAN, [x, bias], x.rows, x.cols // heads, aux=(GRAPH_RAW,))
 
 
 _CSR_AUX = "which CSR: GRAPH_RAW (0), GRAPH_LOOPS (1)"
