@@ -5,7 +5,7 @@ Run from the repository root::
     python -m benchmarks.parallel          # full run (a few minutes): tables, results/parallel.json
     python -m benchmarks.parallel --quick  # tiny sizes, 1 repeat, fewer kernels (smoke test)
 
-1. Kernels: every kernel of ``nnjit.kernels.parallel.FAMILIES`` (optimizer step; memory-bound
+1. Kernels: every kernel of ``benchmarks.parallel_builds.FAMILIES`` (optimizer step; memory-bound
    elementwise; exp/tanh/erf activations; dropout backward), serial build vs parallel twin, float32,
    over sizes 1e3 .. 1e7 elements in half-decade steps. Each sample times ``k`` back-to-back calls
    made from compiled code (as the interpreter calls them; no Python call overhead) with ``k`` set
@@ -61,9 +61,9 @@ from benchmarks._common import (
     summarize,
     temp_dir,
 )
+from benchmarks import parallel_builds as kp
 from nnjit.kernels import elementwise as ke
 from nnjit.kernels import optim as ko
-from nnjit.kernels import parallel as kp
 from nnjit.kernels._jit import jit
 
 SIZES = (1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000, 3_000_000, 10_000_000)

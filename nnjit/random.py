@@ -14,17 +14,16 @@ import threading
 
 import numpy as np
 
+from nnjit.checks import Int
+
+_SEED = Int(min=0, says="a non-negative int")
 _lock = threading.Lock()
 _generator = np.random.default_rng()
 _local = threading.local()  # .generator: the current thread's generator inside seeded()
 
 
 def _check_seed(seed, where: str) -> int:
-    from nnjit.checks import check_int
-
-    if check_int(seed, f"{where}: seed", "a non-negative int") < 0:
-        raise ValueError(f"{where}: seed must be a non-negative int, got {seed!r}")
-    return int(seed)
+    return _SEED.check(f"{where}: seed", seed)
 
 
 def set_seed(seed: int) -> None:

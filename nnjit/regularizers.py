@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnjit.checks import check_real
+from nnjit.checks import Real
 
 
 class Regularizer:
@@ -23,10 +23,7 @@ class Regularizer:
     weights_only = False
 
     def __init__(self, coef: float):
-        coef = check_real(coef, f"{type(self).__name__}: coef", "a number >= 0")
-        if not np.isfinite(coef) or coef < 0:
-            raise ValueError(f"{type(self).__name__}: coefficient must be >= 0, got {coef!r}")
-        self.coef = coef
+        self.coef = Real(min=0).check(f"{type(self).__name__}: coef", coef)
 
     def spans(self, param_spans: dict[str, tuple[int, int]]) -> np.ndarray:
         """``[offset, length]`` rows of the penalised parameters in the parameter block

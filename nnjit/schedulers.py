@@ -18,21 +18,20 @@ are evaluated in the same order, so a table equals PyTorch's sequence bit for bi
 this). The exception is :class:`LinearWarmupDecay`, which PyTorch has no single class for. It
 matches ``SequentialLR(LinearLR, LinearLR)`` to rounding.
 
-Every hyperparameter is declared once in the class's ``params`` table (type and range) and its
-default once in the ``__init__`` signature. :class:`~nnjit.experiment.SchedulerConfig` validates
-against the same table.
+Every hyperparameter is declared once in the class's ``params`` table (a :mod:`nnjit.checks`
+rule: type and range) and its default once in the ``__init__`` signature.
+:class:`~nnjit.experiment.SchedulerConfig` validates against the same table.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import math
 from typing import Any, ClassVar
 
 import numpy as np
 
-from nnjit.checks import ArgumentTypeError, check_int, is_real, wrong_type
+from nnjit.checks import Bool, Choice, Int, Param, Real
 
 __all__ = [
     "CosineAnnealingLR", "ExponentialLR", "LinearWarmupDecay", "OneCycleLR", "PLATEAU_PARAMS",
@@ -41,92 +40,10 @@ __all__ = [
 
 
 # -- hyperparameter specs ------------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Param:
-    """The type and allowed range of one hyperparameter or config field.
-
-    ``check(where, value)`` returns the normalised value (``int``, ``float``, ``bool`` or a choice
-    string) or raises ``ValueError("<where> must be <range>, got <value>")``, e.g.
-    ``"OptimizerConfig.lr must be > 0, got -1"``.
-
-    Args:
-        kind: ``"int"``, ``"float"``, ``"bool"`` or ``"choice"``.
-        low, high: bounds (``None``: unbounded), inclusive unless ``low_open``/``high_open``.
-        choices: the allowed strings of a ``"choice"``.
-        none_ok: ``None`` is allowed too (its meaning is documented where the field is).
-    """
-
-    kind: str
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    choices: tuple[str, ...] = ()
-    none_ok: bool = False
-
-    def describe(self) -> str:
-        """The allowed values in words: ``"> 0"``, ``"in [0, 1)"``, ``"an int >= 1"``..."""
-        if self.kind == "bool":
-            text = "True or False"
-        elif self.kind == "choice":
-            text = "one of " + ", ".join(repr(c) for c in self.choices)
-        else:
-            lo, hi = _num(self.low), _num(self.high)
-            if self.low is not None and self.high is not None:
-                text = (f"in {'(' if self.low_open else '['}{lo}, {hi}"
-                        f"{')' if self.high_open else ']'}")
-            elif self.low is not None:
-                text = f"{'>' if self.low_open else '>='} {lo}"
-            elif self.high is not None:
-                text = f"{'<' if self.high_open else '<='} {hi}"
-            else:
-                text = "finite"
-            if self.kind == "int":
-                text = "an int" if text == "finite" else f"an int {text}"
-        return f"None or {text}" if self.none_ok else text
-
-    def check(self, where: str, value: Any):
-        """Validate ``value`` for the field named ``where``; return it normalised."""
-        if value is None and self.none_ok:
-            return None
-        fail = ValueError(f"{where} must be {self.describe()}, got {value!r}")
-        if self.kind == "bool":
-            if isinstance(value, (bool, np.bool_)):
-                return bool(value)
-            raise fail
-        if self.kind == "choice":
-            if isinstance(value, str) and value in self.choices:
-                return str(value)
-            raise fail
-        if isinstance(value, (bool, np.bool_)):
-            raise ArgumentTypeError(str(fail))
-        if self.kind == "int":
-            value = check_int(value, where, self.describe())
-        else:
-            if not is_real(value):
-                bound = dataclasses.replace(self, none_ok=False).describe()
-                raise wrong_type(where, f"{'None or ' if self.none_ok else ''}a number {bound}",
-                                 value)
-            value = float(value)
-            if not math.isfinite(value):
-                bound = dataclasses.replace(self, none_ok=False).describe()
-                raise ValueError(f"{where} must be a finite number"
-                                 f"{'' if bound == 'finite' else ' ' + bound}, got {value!r}")
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            raise fail
-        if self.high is not None and (value >= self.high if self.high_open else value > self.high):
-            raise fail
-        return value
-
-
-def _num(x) -> str:
-    return "" if x is None else (str(int(x)) if float(x).is_integer() else repr(x))
-
-
-_POS = Param("float", low=0.0, low_open=True)
-_NONNEG = Param("float", low=0.0)
-_POS_INT = Param("int", low=1)
-_GAMMA = Param("float", low=0.0, high=1.0, low_open=True)
+_POS = Real(gt=0)
+_NONNEG = Real(min=0)
+_POS_INT = Int(min=1)
+_GAMMA = Real(gt=0, max=1)
 
 
 # -- base class ----------------------------------------------------------------------------------
@@ -280,7 +197,7 @@ class CosineAnnealingLR(Scheduler):
     """
 
     name = "cosine"
-    params: ClassVar[dict[str, Param]] = {"T_max": Param("int", low=1, none_ok=True),
+    params: ClassVar[dict[str, Param]] = {"T_max": Int(min=1, none_ok=True),
                                           "eta_min": _NONNEG}
 
     def __init__(self, T_max: int | None = None, eta_min: float = 0.0):
@@ -331,8 +248,8 @@ class LinearWarmupDecay(Scheduler):
 
     name = "linear_warmup"
     params: ClassVar[dict[str, Param]] = {
-        "warmup_epochs": Param("int", low=0),
-        "total_epochs": Param("int", low=1, none_ok=True),
+        "warmup_epochs": Int(min=0),
+        "total_epochs": Int(min=1, none_ok=True),
         "final_lr": _NONNEG,
     }
 
@@ -393,13 +310,13 @@ class OneCycleLR(Scheduler):
     per_step = True
     params: ClassVar[dict[str, Param]] = {
         "max_lr": _POS,
-        "total_steps": Param("int", low=1, none_ok=True),
-        "epochs": Param("int", low=1, none_ok=True),
-        "pct_start": Param("float", low=0.0, high=1.0),
-        "anneal_strategy": Param("choice", choices=("cos", "linear")),
+        "total_steps": Int(min=1, none_ok=True),
+        "epochs": Int(min=1, none_ok=True),
+        "pct_start": Real(min=0, max=1),
+        "anneal_strategy": Choice("cos", "linear"),
         "div_factor": _POS,
         "final_div_factor": _POS,
-        "three_phase": Param("bool"),
+        "three_phase": Bool(),
     }
 
     def __init__(self, max_lr: float, total_steps: int | None = None, epochs: int | None = None,
@@ -541,12 +458,12 @@ class ReduceLROnPlateau(Scheduler):
     name = "plateau"
     metric_driven = True
     params: ClassVar[dict[str, Param]] = {
-        "mode": Param("choice", choices=("min", "max")),
-        "factor": Param("float", low=0.0, high=1.0, low_open=True, high_open=True),
-        "patience": Param("int", low=0),
+        "mode": Choice("min", "max"),
+        "factor": Real(gt=0, lt=1),
+        "patience": Int(min=0),
         "threshold": _NONNEG,
-        "threshold_mode": Param("choice", choices=("rel", "abs")),
-        "cooldown": Param("int", low=0),
+        "threshold_mode": Choice("rel", "abs"),
+        "cooldown": Int(min=0),
         "min_lr": _NONNEG,
         "eps": _NONNEG,
     }

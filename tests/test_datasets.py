@@ -118,7 +118,9 @@ def test_loads_from_a_zipped_package(tmp_path):
     zpath = tmp_path / "nnjit_zipped.zip"
     with zipfile.ZipFile(zpath, "w") as zf:
         zf.writestr("nnjit/__init__.py", "")
-        zf.write(src / "__init__.py", "nnjit/datasets/__init__.py")
+        for package in (src, src.parent / "data"):  # nnjit.datasets and the data helpers it uses
+            for module in package.glob("*.py"):
+                zf.write(module, f"nnjit/{package.name}/{module.name}")
         for name in DATA_FILES:
             zf.write(src / "data" / name, f"nnjit/datasets/data/{name}")
     code = (

@@ -26,9 +26,9 @@ def version_text() -> str:
     import numba
     import numpy
 
-    import nnjit
+    from nnjit._version import __version__
 
-    return (f"nnjit {nnjit.__version__} (numba {numba.__version__}, numpy {numpy.__version__}, "
+    return (f"nnjit {__version__} (numba {numba.__version__}, numpy {numpy.__version__}, "
             f"Python {platform.python_version()})")
 
 

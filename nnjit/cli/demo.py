@@ -16,22 +16,28 @@ def demo(dataset: str, epochs: int, seed: int) -> float:
     """Train a one-hidden-layer MLP on a bundled data set; print accuracy and time."""
     import numpy as np
 
-    import nnjit as nn
+    from nnjit import datasets
+    from nnjit.data.loader import DataLoader
+    from nnjit.losses import CrossEntropyLoss
+    from nnjit.nn import Linear, ReLU, Sequential
+    from nnjit.optim import Adam
+    from nnjit.random import set_seed
+    from nnjit.train.trainer import Trainer
 
     hidden, batch, lr = DEMO_SETTINGS[dataset]
-    nn.set_seed(seed)
-    X, y = nn.datasets.load(dataset)
+    set_seed(seed)
+    X, y = datasets.load(dataset)
     n_classes = int(y.max()) + 1
-    X_train, X_test, y_train, y_test = nn.datasets.train_test_split(X, y, 0.2, seed=seed)
-    X_fit, X_val, y_fit, y_val = nn.datasets.train_test_split(
+    X_train, X_test, y_train, y_test = datasets.train_test_split(X, y, 0.2, seed=seed)
+    X_fit, X_val, y_fit, y_val = datasets.train_test_split(
         X_train, y_train, max(0.1, (n_classes + 5) / len(X_train)), seed=seed)
-    X_fit, X_val, X_test = nn.datasets.standardize(X_fit, X_val, X_test)
-    model = nn.Sequential(nn.Linear(X.shape[1], hidden), nn.ReLU(), nn.Linear(hidden, n_classes))
-    trainer = nn.Trainer(model, nn.Adam(lr=lr), nn.CrossEntropyLoss())
+    X_fit, X_val, X_test = datasets.standardize(X_fit, X_val, X_test)
+    model = Sequential(Linear(X.shape[1], hidden), ReLU(), Linear(hidden, n_classes))
+    trainer = Trainer(model, Adam(lr=lr), CrossEntropyLoss())
     print(f"{dataset}: {len(X_fit)} train / {len(X_val)} val / {len(X_test)} test rows, "
           f"MLP {X.shape[1]}-{hidden}-{n_classes}, batch {batch}, Adam lr {lr}")
     history, seconds, compiled = _timed_fit(lambda: trainer.fit(
-        nn.DataLoader(X_fit, y_fit, batch_size=batch), epochs=epochs, val=(X_val, y_val),
+        DataLoader(X_fit, y_fit, batch_size=batch), epochs=epochs, val=(X_val, y_val),
         verbose=True))
     accuracy = float(np.mean(trainer.predict(X_test) == y_test))
     print(f"test accuracy {accuracy:.4f}")
@@ -64,15 +70,18 @@ def _timed_fit(fit) -> tuple:
 def demo_graph(epochs: int, seed: int) -> float:
     """Train PyG's reference GCN (2 layers, 16 hidden) on Cora, full batch; print accuracy and
     time."""
-    import nnjit as nn
+    from nnjit import datasets
     from nnjit.experiment.config import NetConfig
     from nnjit.experiment.data import graph_from_dataset
+    from nnjit.optim import Adam
+    from nnjit.random import set_seed
+    from nnjit.train.trainer import Trainer
 
-    nn.set_seed(seed)
-    graph = graph_from_dataset(nn.datasets.load_cora())
+    set_seed(seed)
+    graph = graph_from_dataset(datasets.load_cora())
     model = NetConfig(kind="graph_conv", in_dim=graph.num_features, out_dim=graph.num_classes,
                       hidden_dims=[16], dropout=0.5).build()
-    trainer = nn.Trainer(model, nn.Adam(lr=0.01, weight_decay=5e-4), seed=seed)
+    trainer = Trainer(model, Adam(lr=0.01, weight_decay=5e-4), seed=seed)
     print(f"cora: {graph.num_nodes} nodes, {graph.num_edges} edges, "
           f"{int(graph.train_mask.sum())} train / {int(graph.val_mask.sum())} val / "
           f"{int(graph.test_mask.sum())} test nodes, GCN {graph.num_features}-16-"
@@ -90,41 +99,48 @@ def warmup(graph: bool = False) -> None:
     also its graph build (full batch, sparse features and neighbour sampling)."""
     import numpy as np
 
-    import nnjit as nn
+    from nnjit.data.loader import DataLoader
     from nnjit.graph.compile_notice import WARMUP_COMMAND
+    from nnjit.nn import Linear, Sequential
+    from nnjit.train.trainer import Trainer
 
     WARMUP_COMMAND.clear()  # the notice should not suggest the command that is running
     for dtype in (np.float32, np.float64):
         start = time.perf_counter()
         X = np.random.default_rng(0).normal(size=(8, 2))
         y = np.arange(8) % 2
-        trainer = nn.Trainer(nn.Sequential(nn.Linear(2, 2)), dtype=dtype, seed=0)
-        trainer.fit(nn.DataLoader(X, y, batch_size=4), epochs=1, val=(X, y), verbose=False)
+        trainer = Trainer(Sequential(Linear(2, 2)), dtype=dtype, seed=0)
+        trainer.fit(DataLoader(X, y, batch_size=4), epochs=1, val=(X, y), verbose=False)
         trainer.predict_proba(X)
         if graph:
-            _warm_graph_build(nn, X, y, dtype)
+            _warm_graph_build(X, y, dtype)
         print(f"{np.dtype(dtype).name}: ready in {time.perf_counter() - start:.2f} s")
 
 
-def _warm_graph_build(nn, X, y, dtype) -> None:
+def _warm_graph_build(X, y, dtype) -> None:
     """One tiny fit through every graph op: GCN on sparse features, GAT, SAGE max, sampling."""
     import numpy as np
     import scipy.sparse as sp
 
-    class TwoLayers(nn.Module):
+    from nnjit.data.graph import Graph
+    from nnjit.data.neighbor_loader import NeighborLoader
+    from nnjit.nn import Dropout, GATConv, GCNConv, Module, SAGEConv
+    from nnjit.train.trainer import Trainer
+
+    class TwoLayers(Module):
         def __init__(self, first, second):
             super().__init__()
-            self.first, self.second, self.drop = first, second, nn.Dropout(0.1)
+            self.first, self.second, self.drop = first, second, Dropout(0.1)
 
         def forward(self, x, edges):
             return self.second(self.drop(self.first(self.drop(x), edges)), edges)
 
     edges, train = [[0, 1, 2], [1, 2, 0]], np.arange(len(X)) < 4
-    sparse = nn.Graph.from_arrays(sp.csr_matrix(X), edges, y, train_mask=train)
-    dense = nn.Graph.from_arrays(X, edges, y, train_mask=train)
-    runs = [(TwoLayers(nn.GCNConv(2, 2), nn.GATConv(2, 2)), sparse),
-            (TwoLayers(nn.SAGEConv(2, 2, aggr="max"), nn.GATConv(2, 2, heads=2, concat=False)),
+    sparse = Graph.from_arrays(sp.csr_matrix(X), edges, y, train_mask=train)
+    dense = Graph.from_arrays(X, edges, y, train_mask=train)
+    runs = [(TwoLayers(GCNConv(2, 2), GATConv(2, 2)), sparse),
+            (TwoLayers(SAGEConv(2, 2, aggr="max"), GATConv(2, 2, heads=2, concat=False)),
              dense),
-            (TwoLayers(nn.SAGEConv(2, 2), nn.GCNConv(2, 2)), nn.NeighborLoader(dense, [2], 2))]
+            (TwoLayers(SAGEConv(2, 2), GCNConv(2, 2)), NeighborLoader(dense, [2], 2))]
     for model, data in runs:
-        nn.Trainer(model, dtype=dtype, seed=0).fit(data, epochs=1, verbose=False)
+        Trainer(model, dtype=dtype, seed=0).fit(data, epochs=1, verbose=False)

@@ -134,11 +134,11 @@ def predictions_frame(config, encoding, outputs, proba):
 
 def infer(config, path: str, X):
     """``(outputs, probabilities or None)`` of the checkpoint's weights on ``X``."""
-    import nnjit
+    from nnjit.train.trainer import Trainer
 
     model = config.model.build()
-    trainer = nnjit.Trainer(model, config.optimizer.build(), config.model.build_loss(),
-                            dtype=config.model.numpy_dtype, seed=config.train.seed)
+    trainer = Trainer(model, config.optimizer.build(), config.model.build_loss(),
+                      dtype=config.model.numpy_dtype, seed=config.train.seed)
     trainer.load_checkpoint(path)
     if trainer.loss.is_classification:
         return None, trainer.predict_proba(X)

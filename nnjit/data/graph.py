@@ -34,7 +34,8 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
-from nnjit.datasets import GraphSizes
+from nnjit.checks import is_int
+from nnjit.data.graph_sizes import GraphSizes
 
 SELF_LOOP_OPTIONS = ("keep", "remove", "error")
 DUPLICATE_OPTIONS = ("keep", "remove", "error")
@@ -46,7 +47,7 @@ MASK_NAMES = ("train_mask", "val_mask", "test_mask")
 # --------------------------------------------------------------------------------------------
 
 def _check_num_nodes(num_nodes) -> int:
-    if isinstance(num_nodes, (bool, np.bool_)) or not isinstance(num_nodes, (int, np.integer)):
+    if not is_int(num_nodes):
         raise TypeError(f"Expected 'num_nodes' to be an int (got {type(num_nodes).__name__}).")
     if num_nodes < 0:
         raise ValueError(f"Expected 'num_nodes' to be >= 0 (got {num_nodes}).")

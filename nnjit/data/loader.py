@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from nnjit.checks import check_int
+from nnjit.checks import Int
 
 
 class DataLoader:
@@ -31,8 +31,7 @@ class DataLoader:
 
     def __init__(self, X, y=None, batch_size: int = 32, shuffle: bool = True,
                  drop_last: bool = False):
-        if check_int(batch_size, "DataLoader: batch_size", "an int >= 1") < 1:
-            raise ValueError(f"DataLoader: batch_size must be an int >= 1, got {batch_size!r}")
+        Int(min=1).check("DataLoader: batch_size", batch_size)
         self.X = check_features(X, "DataLoader: X")
         self.y = None if y is None else check_targets(y, len(self.X), "DataLoader: y")
         self.batch_size = int(batch_size)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nnjit.checks import is_int
 from nnjit.data.full_batch import resolve_mask
 from nnjit.data.loader import DataLoader
 
@@ -33,10 +34,11 @@ class NeighborLoader(DataLoader):
                              "batches need dense features (pass x as a dense array)")
         if graph.y is None:
             raise ValueError("NeighborLoader: the graph has no labels (y=None)")
-        fanouts = [int(f) for f in num_neighbors]
-        if not fanouts or any(f < -1 or f == 0 for f in fanouts):
+        fanouts = list(num_neighbors)
+        if not fanouts or not all(is_int(f) and (f >= 1 or f == -1) for f in fanouts):
             raise ValueError(f"NeighborLoader: num_neighbors must be a non-empty list of fan-outs "
-                             f">= 1 (or -1 for all), got {list(num_neighbors)!r}")
+                             f">= 1 (or -1 for all), got {fanouts!r}")
+        fanouts = [int(f) for f in fanouts]
         self.graph = graph
         self.num_neighbors = fanouts
         self.mask = resolve_mask(graph, mask)

@@ -42,12 +42,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import numbers
 import os
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
+
+from nnjit.checks import Int, Real
+from nnjit.data.split import Split, split_rows
 
 TASKS = ("classification", "regression")
 #: ``TabularEncoding.state()["format"]``; ``version`` is :data:`ENCODING_VERSION`.
@@ -274,8 +276,9 @@ class TabularEncoding:
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class TabularDataset:
-    """Encoded train / validation / test arrays and the encoding that made them.
+class TabularDataset(Split):
+    """Encoded train / validation / test arrays (a :class:`~nnjit.data.split.Split`) and the
+    encoding that made them.
 
     Build it with ``TabularDataset.from_dataframe``; see the module docstring for the rules.
 
@@ -293,12 +296,6 @@ class TabularDataset:
             original frame, ascending.
     """
 
-    X_train: np.ndarray
-    y_train: np.ndarray
-    X_val: np.ndarray
-    y_val: np.ndarray
-    X_test: np.ndarray
-    y_test: np.ndarray
     feature_names: tuple[str, ...]
     classes: tuple | None
     task: str
@@ -338,8 +335,7 @@ class TabularDataset:
         if val + test >= 1.0:
             raise ValueError(f"TabularDataset: val + test must be < 1 (no rows left to train on), "
                              f"got val={val} + test={test}")
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-            raise ValueError(f"TabularDataset: seed must be an int >= 0, got {seed!r}")
+        seed = Int(min=0).check("TabularDataset: seed", seed)
 
         targets = _target_names(target, task)
         features = _feature_names(df, features, targets)
@@ -352,11 +348,11 @@ class TabularDataset:
         classes = None
         if task == "classification":
             classes, y_all = _encode_classes(df[targets[0]])
-            parts = _stratified_split(y_all, len(classes), val, test, seed)
+            parts = split_rows(len(df), val, test, seed, y_all, len(classes), "TabularDataset")
         else:
             y_all = np.stack([_numeric_values(df[name], name, "target") for name in targets],
                              axis=1).astype(np.float32)
-            parts = _random_split(len(df), val, test, seed)
+            parts = split_rows(len(df), val, test, seed, where="TabularDataset")
         train_rows, val_rows, test_rows = parts
 
         train_df = df.iloc[train_rows]
@@ -469,9 +465,7 @@ def _expect_keys(value, keys: set, where: str) -> None:
 
 
 def _finite(value, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{where} must be a finite number, got {value!r}")
-    return float(value)
+    return Real(says="a finite number").check(where, value)
 
 
 def _reject_constant(name: str):
@@ -483,10 +477,7 @@ def _is_list(value) -> bool:
 
 
 def _fraction(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
-            0.0 <= float(value) < 1.0):
-        raise ValueError(f"TabularDataset: {name} must be a fraction in [0, 1), got {value!r}")
-    return float(value)
+    return Real(min=0, lt=1, says="a fraction in [0, 1)").check(f"TabularDataset: {name}", value)
 
 
 def _target_names(target, task: str) -> tuple:
@@ -614,53 +605,3 @@ def _encode_classes(column: pd.Series) -> tuple[tuple, np.ndarray]:
     classes = _ordered_unique(column)
     codes = pd.Index(classes, dtype=object).get_indexer(column.astype(object).to_numpy())
     return tuple(classes), codes.astype(np.int64)
-
-
-# ------------------------------------------------------------------------------- splitting
-def _split_sizes(n: int, val: float, test: float) -> tuple[int, int]:
-    n_val, n_test = int(round(val * n)), int(round(test * n))
-    if n - n_val - n_test < 1:
-        raise ValueError(f"TabularDataset: {n} rows leave no training rows with val={val}, "
-                         f"test={test}")
-    return n_val, n_test
-
-
-def _random_split(n: int, val: float, test: float, seed: int):
-    n_val, n_test = _split_sizes(n, val, test)
-    order = np.random.default_rng(seed).permutation(n)
-    test_rows = np.sort(order[:n_test])
-    val_rows = np.sort(order[n_test:n_test + n_val])
-    train_rows = np.sort(order[n_test + n_val:])
-    return train_rows, val_rows, test_rows
-
-
-def _allocate(total: int, weights: np.ndarray, caps: np.ndarray) -> np.ndarray:
-    """Split ``total`` over classes in proportion to ``weights`` (largest remainder, capped)."""
-    if total == 0:
-        return np.zeros(len(weights), dtype=np.int64)
-    exact = total * weights / weights.sum()
-    counts = np.minimum(np.floor(exact).astype(np.int64), caps)
-    remainder = exact - counts
-    for k in np.argsort(-remainder, kind="stable"):
-        if counts.sum() >= total:
-            break
-        if counts[k] < caps[k]:
-            counts[k] += 1
-    return counts
-
-
-def _stratified_split(y: np.ndarray, n_classes: int, val: float, test: float, seed: int):
-    n_val, n_test = _split_sizes(len(y), val, test)
-    rng = np.random.default_rng(seed)
-    per_class = np.bincount(y, minlength=n_classes).astype(np.int64)
-    caps = per_class - 1                     # every class keeps one training row
-    test_counts = _allocate(n_test, per_class.astype(np.float64), caps)
-    val_counts = _allocate(n_val, per_class.astype(np.float64), caps - test_counts)
-    train, valid, tst = [], [], []
-    for k in range(n_classes):
-        rows = rng.permutation(np.flatnonzero(y == k))
-        t, v = test_counts[k], val_counts[k]
-        tst.append(rows[:t])
-        valid.append(rows[t:t + v])
-        train.append(rows[t + v:])
-    return tuple(np.sort(np.concatenate(p)).astype(np.int64) for p in (train, valid, tst))

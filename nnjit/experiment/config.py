@@ -33,235 +33,28 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import inspect
-import json
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 import numpy as np
-import yaml
 
-from nnjit.experiment.enums import (
-    Activations,
-    Checkpoints,
-    Devices,
-    Losses,
-    Nets,
-    Optims,
-    Schedulers,
-    _BuilderEnum,
-)
+from nnjit.checks import Bool, Choice, Int, Real
+from nnjit.experiment.config_base import HASH_LENGTH, Config, check_field, field_default
+from nnjit.experiment.enums import Checkpoints, Devices, Losses, Optims, Schedulers
 from nnjit.experiment.excerpt import bounded_message, excerpt
-from nnjit.experiment.safe_yaml import ConfigLoader, load_yaml
-from nnjit.nn.gnn.sage import AGGREGATIONS
-from nnjit.nn.linear import INITS
-from nnjit.schedulers import Param, Scheduler
+from nnjit.experiment.nets import NetConfig
+from nnjit.schedulers import Scheduler
 
-__all__ = ["ModelConfig", "NetConfig", "OptimizerConfig", "RunConfig", "SchedulerConfig",
-           "TrainConfig"]
-
-#: Length of :meth:`config_hash` in hex digits (48 bits: collisions need ~16 million runs).
-HASH_LENGTH = 12
-
-
-#: Unknown keys an error message lists at most.
-_MAX_LISTED_KEYS = 10
-
-
-def _check(param: Param, where: str, value: Any) -> Any:
-    """``param.check(where, value)`` whose error quotes a bounded excerpt of ``value``."""
-    try:
-        return param.check(where, value)
-    except ValueError as e:
-        message = str(e)
-        if not message.startswith(where):  # repr(value) itself failed: an int of > 4300 digits
-            message = f"{where} must be {param.describe()}, got {excerpt(value)}"
-        raise ValueError(bounded_message(message, value)) from None
-
-
-def _plain(value: Any) -> Any:
-    """A value as plain YAML/JSON data."""
-    if isinstance(value, _Config):
-        return value.state()
-    if isinstance(value, _BuilderEnum):
-        return value.value
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _default(f: dataclasses.Field) -> Any:
-    if f.default is not MISSING:
-        return f.default
-    if f.default_factory is not MISSING:
-        return f.default_factory()
-    return MISSING
-
-
-class _Config:
-    """Shared behaviour: state/from_state, YAML, hashing, replace. Subclasses are dataclasses."""
-
-    #: Fields holding another config; ``from_state`` builds them from mappings.
-    _nested: ClassVar[dict[str, type]] = {}
-
-    # -- validation helpers (used in __post_init__) ---------------------------------------------
-    def _where(self, name: str) -> str:
-        return f"{type(self).__name__}.{name}"
-
-    def _set(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
-
-    def _param(self, name: str, param: Param) -> None:
-        self._set(name, _check(param, self._where(name), getattr(self, name)))
-
-    def _enum(self, name: str, enum: type[_BuilderEnum], none_ok: bool = False) -> None:
-        value = getattr(self, name)
-        if value is None and none_ok:
-            return
-        try:
-            self._set(name, enum.get(value))
-        except ValueError as e:
-            raise ValueError(bounded_message(f"{self._where(name)}: {e}", value)) from None
-
-    def _config(self, name: str, cls: type, none_ok: bool = False) -> None:
-        value = getattr(self, name)
-        if not (isinstance(value, cls) or (value is None and none_ok)):
-            article = "an" if cls.__name__[0] in "AEIOU" else "a"
-            raise ValueError(f"{self._where(name)} must be {article} {cls.__name__}"
-                             f"{' or None' if none_ok else ''}, got {type(value).__name__} "
-                             f"(use {type(self).__name__}.from_state to build from a mapping)")
-
-    # -- serialisation --------------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
-        """Plain, YAML-safe dict of the fields that differ from their defaults."""
-        out = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            default = _default(f)
-            if default is not MISSING and value == default:
-                continue
-            out[f.name] = _plain(value)
-        return out
-
-    @classmethod
-    def from_state(cls, state: Mapping[str, Any]):
-        """Rebuild a config from :meth:`state` (missing fields take their defaults).
-
-        Raises:
-            ValueError: not a mapping, an unknown or missing key, or an invalid value.
-        """
-        if not isinstance(state, Mapping):
-            raise ValueError(f"{cls.__name__}.from_state expects a mapping, got "
-                             f"{type(state).__name__}")
-        names = [f.name for f in fields(cls)]
-        unknown = [k for k in state if k not in names]
-        if unknown:
-            listed = ", ".join(excerpt(k, 40) for k in unknown[:_MAX_LISTED_KEYS])
-            more = len(unknown) - _MAX_LISTED_KEYS
-            raise ValueError(f"{cls.__name__}: unknown key{'s' if len(unknown) > 1 else ''} "
-                             f"{listed}{f' and {more} more' if more > 0 else ''}; valid keys: "
-                             f"{', '.join(names)}")
-        missing = [f.name for f in fields(cls) if _default(f) is MISSING and f.name not in state]
-        if missing:
-            raise ValueError(f"{cls.__name__}: missing required key"
-                             f"{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}")
-        kwargs = dict(state)
-        for name, sub in cls._nested.items():
-            if isinstance(kwargs.get(name), Mapping):
-                kwargs[name] = sub.from_state(kwargs[name])
-        return cls(**kwargs)
-
-    def to_yaml(self) -> str:
-        """:meth:`state` as YAML (``yaml.safe_dump``; fields in declaration order)."""
-        return yaml.safe_dump(self.state(), sort_keys=False, default_flow_style=None)
-
-    @classmethod
-    def from_yaml(cls, text: str, name: str = "<config>"):
-        """Parse YAML text with :class:`~nnjit.experiment.safe_yaml.ConfigLoader` and
-        :meth:`from_state` it (``name``, e.g. the file's path, is how YAML errors call it).
-
-        Raises:
-            yaml.YAMLError: not valid YAML, or refused by the loader (an alias, deep nesting,
-                over 64 KiB: :class:`~nnjit.experiment.safe_yaml.YAMLLimitError`).
-            ValueError: not a valid config.
-        """
-        data = load_yaml(text, name, ConfigLoader)
-        return cls.from_state({} if data is None else data)
-
-    def config_hash(self) -> str:
-        """Stable short id: the first :data:`HASH_LENGTH` hex digits of the sha256 of the
-        canonical JSON (sorted keys, no spaces) of :meth:`state`."""
-        canonical = json.dumps(self.state(), sort_keys=True, separators=(",", ":"),
-                               ensure_ascii=True, allow_nan=False)
-        return hashlib.sha256(canonical.encode("ascii")).hexdigest()[:HASH_LENGTH]
-
-    def replace(self, **changes):
-        """A copy with ``changes`` applied (validated again)."""
-        return dataclasses.replace(self, **changes)
-
-
-# -- network and model ---------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True)
-class NetConfig(_Config):
-    """The network's shape.
-
-    Args:
-        kind: a :class:`Nets` member or name (default ``"mlp"``); ``kind(config)`` builds it.
-        in_dim: input features (int >= 1).
-        out_dim: outputs: classes for cross-entropy, targets for regression (int >= 1).
-        hidden_dims: widths of the hidden layers, each int >= 1 (default none: a linear model).
-        activation: an :class:`Activations` member or name after each hidden layer
-            (default ``"relu"``).
-        dropout: drop probability after each hidden activation, in [0, 1) (default 0: none).
-        init: weight initialisation of the ``Linear`` layers, ``"glorot_uniform"`` (default) or
-            ``"torch"``.
-        heads: attention heads of the hidden layers of ``graph_att`` (default 1).
-        aggr: neighbourhood aggregation of ``graph_sage``: ``"mean"`` (default), ``"max"``,
-            ``"sum"``.
-
-    Graph nets use ``dropout`` before every convolution (PyG's examples' layout).
-    """
-
-    kind: Nets = Nets.MLP
-    in_dim: int
-    out_dim: int
-    hidden_dims: tuple[int, ...] = ()
-    activation: Activations = Activations.RELU
-    dropout: float = 0.0
-    init: str = "glorot_uniform"
-    heads: int = 1
-    aggr: str = "mean"
-
-    def __post_init__(self):
-        self._enum("kind", Nets)
-        self._param("in_dim", Param("int", low=1))
-        self._param("out_dim", Param("int", low=1))
-        dims = self.hidden_dims
-        if isinstance(dims, (str, bytes, Mapping)) or not hasattr(dims, "__iter__"):
-            raise ValueError(f"NetConfig.hidden_dims must be a list of ints >= 1 (e.g. [64, 32]),"
-                             f" got {excerpt(dims)}")
-        width = Param("int", low=1)
-        self._set("hidden_dims", tuple(_check(width, f"NetConfig.hidden_dims[{i}]", d)
-                                       for i, d in enumerate(dims)))
-        self._enum("activation", Activations)
-        self._param("dropout", Param("float", low=0.0, high=1.0, high_open=True))
-        self._param("init", Param("choice", choices=INITS))
-        self._param("heads", Param("int", low=1))
-        self._param("aggr", Param("choice", choices=AGGREGATIONS))
-
-    def build(self):
-        """The network module (``self.kind(self)``)."""
-        return self.kind(self)
-
+__all__ = ["HASH_LENGTH", "ModelConfig", "NetConfig", "OptimizerConfig", "RunConfig",
+           "SchedulerConfig", "TrainConfig"]
 
 _DTYPES = ("float32", "float64")
 
 
 @dataclass(frozen=True, kw_only=True)
-class ModelConfig(_Config):
+class ModelConfig(Config):
     """What is trained and how its loss is measured.
 
     Args:
@@ -318,7 +111,7 @@ def _accepts(kind: Optims, arg: str) -> bool:
 
 
 @dataclass(frozen=True, kw_only=True)
-class OptimizerConfig(_Config):
+class OptimizerConfig(Config):
     """The optimizer and how gradients reach it.
 
     Arguments that the chosen ``kind`` does not take (``betas`` for SGD, ``momentum`` for Adam)
@@ -349,22 +142,22 @@ class OptimizerConfig(_Config):
 
     def __post_init__(self):
         self._enum("kind", Optims)
-        self._param("lr", Param("float", low=0.0, low_open=True))
-        self._param("weight_decay", Param("float", low=0.0, none_ok=True))
+        self._param("lr", Real(gt=0))
+        self._param("weight_decay", Real(min=0, none_ok=True))
         betas = self.betas
         if isinstance(betas, (str, bytes)) or not isinstance(betas, (tuple, list)) \
                 or len(betas) != 2:
             raise ValueError(f"OptimizerConfig.betas must be a pair [beta1, beta2] each in "
                              f"[0, 1), got {excerpt(betas)}")
-        beta = Param("float", low=0.0, high=1.0, high_open=True)
-        self._set("betas", tuple(_check(beta, f"OptimizerConfig.betas[{i}]", b)
+        beta = Real(min=0, lt=1)
+        self._set("betas", tuple(check_field(beta, f"OptimizerConfig.betas[{i}]", b)
                                  for i, b in enumerate(betas)))
-        self._param("eps", Param("float", low=0.0, low_open=True))
-        self._param("momentum", Param("float", low=0.0, high=1.0, high_open=True))
-        self._param("nesterov", Param("bool"))
-        self._param("grad_clip_norm", Param("float", low=0.0, low_open=True, none_ok=True))
-        self._param("accumulation_steps", Param("int", low=1))
-        defaults = {f.name: _default(f) for f in fields(self)}
+        self._param("eps", Real(gt=0))
+        self._param("momentum", Real(min=0, lt=1))
+        self._param("nesterov", Bool())
+        self._param("grad_clip_norm", Real(gt=0, none_ok=True))
+        self._param("accumulation_steps", Int(min=1))
+        defaults = {f.name: field_default(f) for f in fields(self)}
         for arg in _OPTIMIZER_ARGS:
             if getattr(self, arg) != defaults[arg] and not _accepts(self.kind, arg):
                 takers = [k.value for k in Optims if _accepts(k, arg)]
@@ -391,7 +184,7 @@ class OptimizerConfig(_Config):
 
 # -- scheduler -----------------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
-class SchedulerConfig(_Config):
+class SchedulerConfig(Config):
     """A learning-rate scheduler: its ``kind`` and the hyperparameters that kind takes.
 
     Every other field is ``None`` (the default), which means "the scheduler's default". Setting a
@@ -464,7 +257,7 @@ _ALL_CHECKPOINTS = tuple(Checkpoints)
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainConfig(_Config):
+class TrainConfig(Config):
     """How long and on what batches to train, when to stop, what to keep.
 
     Args:
@@ -497,18 +290,18 @@ class TrainConfig(_Config):
     checkpoints: tuple[Checkpoints, ...] = _ALL_CHECKPOINTS
 
     def __post_init__(self):
-        self._param("epochs", Param("int", low=1))
-        self._param("batch_size", Param("int", low=1))
-        self._param("seed", Param("int", low=0))
-        self._param("shuffle", Param("bool"))
+        self._param("epochs", Int(min=1))
+        self._param("batch_size", Int(min=1))
+        self._param("seed", Int(min=0))
+        self._param("shuffle", Bool())
         if self.monitor is not None and (not isinstance(self.monitor, str)
                                          or not self.monitor.strip()):
             raise ValueError(f"TrainConfig.monitor must be None or a metric name such as "
                              f"'val_loss', got {excerpt(self.monitor)}")
-        self._param("mode", Param("choice", choices=("auto", "min", "max")))
-        self._param("patience", Param("int", low=0, none_ok=True))
-        self._param("min_delta", Param("float", low=0.0))
-        self._param("restore_best", Param("bool"))
+        self._param("mode", Choice("auto", "min", "max"))
+        self._param("patience", Int(min=0, none_ok=True))
+        self._param("min_delta", Real(min=0))
+        self._param("restore_best", Bool())
         phases = self.checkpoints
         if isinstance(phases, (str, bytes, Mapping)) or not hasattr(phases, "__iter__"):
             raise ValueError(f"TrainConfig.checkpoints must be a list of checkpoint names (e.g. "
@@ -529,7 +322,7 @@ class TrainConfig(_Config):
 
 # -- the run -------------------------------------------------------------------------------------
 @dataclass(frozen=True, kw_only=True)
-class RunConfig(_Config):
+class RunConfig(Config):
     """Everything that decides a run's result. Its :meth:`config_hash` is the run id.
 
     Args:

@@ -12,29 +12,22 @@ import os
 
 import numpy as np
 
+from nnjit.data.split import Split, train_test_split
+from nnjit.data.standardize import standardize
+from nnjit.datasets import GraphDataset, load
+
 __all__ = ["GraphRunData", "RunData", "load_run_data"]
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
-class RunData:
-    """Train / validation / test arrays of a run (``X_test`` may have no rows)."""
+class RunData(Split):
+    """Train / validation / test arrays of a run (a :class:`~nnjit.data.split.Split`;
+    ``X_test`` may have no rows), with where they came from."""
 
-    X_train: np.ndarray
-    y_train: np.ndarray
-    X_val: np.ndarray
-    y_val: np.ndarray
-    X_test: np.ndarray
-    y_test: np.ndarray
     class_names: tuple[str, ...] | None
     source: str
     #: How a CSV's rows became X (a TabularEncoding); None for a built-in data set.
     encoding: object = None
-
-    def evaluation(self) -> tuple[np.ndarray, np.ndarray, str]:
-        """``(X, y, name)``: the test part when it has rows, else the validation part."""
-        if len(self.X_test):
-            return self.X_test, self.y_test, "test"
-        return self.X_val, self.y_val, "validation"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -88,8 +81,6 @@ def load_run_data(spec: str, regression: bool, seed: int, target: str | None = N
     Raises:
         FileNotFoundError: no such CSV file. ValueError: unknown name or column.
     """
-    import nnjit as nn
-
     if is_csv(spec):
         import pandas as pd
 
@@ -108,13 +99,13 @@ def load_run_data(spec: str, regression: bool, seed: int, target: str | None = N
         names = None if ds.classes is None else tuple(str(c) for c in ds.classes)
         return RunData(ds.X_train, ds.y_train, ds.X_val, ds.y_val, ds.X_test, ds.y_test, names,
                        spec, ds.encoding)
-    data = nn.datasets.load(spec)
-    if isinstance(data, nn.datasets.GraphDataset):
+    data = load(spec)
+    if isinstance(data, GraphDataset):
         names = tuple(getattr(data, "target_names", ()) or ()) or None
         return GraphRunData(graph_from_dataset(data), names, spec)
     X, y = data
     X = np.asarray(X, dtype=np.float32).reshape(len(X), -1)
-    X_fit, X_val, y_fit, y_val = nn.datasets.train_test_split(X, y, val, seed=seed)
-    X_fit, X_val = nn.datasets.standardize(X_fit, X_val)
+    X_fit, X_val, y_fit, y_val = train_test_split(X, y, val, seed=seed)
+    X_fit, X_val = standardize(X_fit, X_val)
     names = tuple(getattr(data, "target_names", ()) or ()) or None
     return RunData(X_fit, y_fit, X_val, y_val, X_fit[:0], y_fit[:0], names, spec)

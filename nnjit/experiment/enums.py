@@ -6,144 +6,28 @@ and YAML files hold. Lookup by value or by member name is case-insensitive and a
 name raises ``ValueError`` that lists the valid ones.
 
 Adding a member is one line: ``NAME = "value", builder``. The builder is what calling the member
-runs. A future ``Nets.GRAPH_CONV = "graph_conv", _build_graph_conv`` needs nothing else here.
+runs. The base class is :class:`~nnjit.experiment.builder_enum.BuilderEnum`; :class:`Nets` and
+:class:`Activations` live with :class:`~nnjit.experiment.nets.NetConfig` in
+:mod:`nnjit.experiment.nets` and are re-exported here.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from enum import Enum
-from typing import Any
 
 from nnjit import schedulers
-from nnjit.experiment.excerpt import excerpt
+from nnjit.checks import Int
+from nnjit.experiment.builder_enum import BuilderEnum
+from nnjit.experiment.nets import Activations, Nets
 from nnjit.losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
-from nnjit.nn import (
-    ELU,
-    GELU,
-    SELU,
-    Dropout,
-    LeakyReLU,
-    Linear,
-    ReLU,
-    Sequential,
-    Sigmoid,
-    Softplus,
-    Tanh,
-)
 from nnjit.optim import SGD, Adam, AdamW, RMSprop
 
-__all__ = ["Activations", "Checkpoints", "Devices", "Losses", "Nets", "Optims", "Schedulers"]
+__all__ = ["Activations", "BuilderEnum", "Checkpoints", "Devices", "Losses", "Nets", "Optims",
+           "Schedulers"]
 
 
-class _BuilderEnum(str, Enum):
-    """Base class: string values, forgiving lookup, members that build what they name."""
-
-    def __new__(cls, value: str, builder: Any = None):
-        member = str.__new__(cls, value)
-        member._value_ = value
-        member._builder = builder
-        return member
-
-    @classmethod
-    def _missing_(cls, value):
-        if isinstance(value, str):
-            key = value.strip().lower().replace("-", "_")
-            for member in cls:
-                if key in (member.value, member.name.lower()):
-                    return member
-        raise ValueError(f"Unknown {cls.__name__} name {excerpt(value)}; valid names: "
-                         f"{', '.join(repr(m.value) for m in cls)}")
-
-    @classmethod
-    def get(cls, identifier):
-        """The member named ``identifier`` (a member, its value or its name, any case).
-
-        Raises:
-            ValueError: unknown name; the message lists the valid ones.
-        """
-        if isinstance(identifier, cls):
-            return identifier
-        return cls(identifier)
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        """The valid values, in definition order."""
-        return tuple(m.value for m in cls)
-
-    @property
-    def builder(self) -> Callable:
-        """What calling the member runs (usually the class it names)."""
-        return self._builder
-
-    def __call__(self, *args, **kwargs):
-        """Build the object this member names, passing the arguments through."""
-        return self._builder(*args, **kwargs)
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-
-# -- networks ------------------------------------------------------------------------------------
-def _build_mlp(config=None, **fields):
-    """A :class:`~nnjit.nn.Sequential` of ``Linear, activation[, Dropout]`` per hidden layer,
-    then an output ``Linear``, from a :class:`~nnjit.experiment.NetConfig` (or its fields)."""
-    from nnjit.experiment.config import NetConfig
-
-    if config is None:
-        config = NetConfig(**fields)
-    elif fields:
-        raise TypeError("Nets.MLP: pass a NetConfig or its fields as keywords, not both")
-    if not isinstance(config, NetConfig):
-        raise TypeError(f"Nets.MLP: expected a NetConfig, got {type(config).__name__}")
-    if config.kind is not Nets.MLP:
-        raise ValueError(f"Nets.MLP: the NetConfig is for kind {config.kind.value!r}; build it "
-                         f"with Nets.{config.kind.name} (or config.kind(config))")
-    layers = []
-    dims = (config.in_dim, *config.hidden_dims)
-    for d_in, d_out in zip(dims[:-1], dims[1:], strict=True):
-        layers.append(Linear(d_in, d_out, init=config.init))
-        layers.append(config.activation())
-        if config.dropout > 0:
-            layers.append(Dropout(config.dropout))
-    layers.append(Linear(dims[-1], config.out_dim, init=config.init))
-    return Sequential(*layers)
-
-
-def _graph_builder(conv_name: str):
-    def build(config=None, **fields):
-        """A :class:`~nnjit.nn.gnn.net.GraphNet` of this kind's convolutions from a NetConfig
-        (``in_dim -> hidden_dims -> out_dim``, activation, dropout, heads, aggr)."""
-        from nnjit import nn
-        from nnjit.experiment.config import NetConfig
-        from nnjit.nn.gnn.net import GraphNet
-
-        config = NetConfig(**fields) if config is None else config
-        conv = getattr(nn, conv_name)
-        options = {"aggr": config.aggr} if conv is nn.SAGEConv else {}
-        dims = (config.in_dim, *config.hidden_dims, config.out_dim)
-        return GraphNet(conv, dims, config.activation(), config.dropout, heads=config.heads,
-                        **options)
-
-    return build
-
-
-class Nets(_BuilderEnum):
-    """Network architectures; ``Nets.MLP(net_config)`` builds the module. The ``GRAPH_*`` nets
-    train on a :class:`nnjit.Graph` (``forward(x, edges)``)."""
-
-    MLP = "mlp", _build_mlp
-    GRAPH_CONV = "graph_conv", _graph_builder("GCNConv")
-    GRAPH_SAGE = "graph_sage", _graph_builder("SAGEConv")
-    GRAPH_ATT = "graph_att", _graph_builder("GATConv")
-
-
-# -- losses, optimizers, activations, schedulers -------------------------------------------------
-class Losses(_BuilderEnum):
+# -- losses, optimizers, schedulers --------------------------------------------------------------
+class Losses(BuilderEnum):
     """Loss functions; ``Losses.MSE()`` is ``nnjit.MSELoss()``."""
 
     CROSS_ENTROPY = "cross_entropy", CrossEntropyLoss
@@ -151,7 +35,7 @@ class Losses(_BuilderEnum):
     BCE_WITH_LOGITS = "bce_with_logits", BCEWithLogitsLoss
 
 
-class Optims(_BuilderEnum):
+class Optims(BuilderEnum):
     """Optimizers; ``Optims.ADAM(lr=0.01)`` is ``nnjit.Adam(lr=0.01)``."""
 
     SGD = "sgd", SGD
@@ -160,20 +44,7 @@ class Optims(_BuilderEnum):
     RMSPROP = "rmsprop", RMSprop
 
 
-class Activations(_BuilderEnum):
-    """Activation layers; ``Activations.LEAKY_RELU(0.2)`` is ``nnjit.LeakyReLU(0.2)``."""
-
-    RELU = "relu", ReLU
-    LEAKY_RELU = "leaky_relu", LeakyReLU
-    ELU = "elu", ELU
-    SELU = "selu", SELU
-    TANH = "tanh", Tanh
-    SIGMOID = "sigmoid", Sigmoid
-    SOFTPLUS = "softplus", Softplus
-    GELU = "gelu", GELU
-
-
-class Schedulers(_BuilderEnum):
+class Schedulers(BuilderEnum):
     """Learning-rate schedulers (:mod:`nnjit.schedulers`); ``Schedulers.STEP(step_size=10)``."""
 
     STEP = "step", schedulers.StepLR
@@ -189,7 +60,7 @@ def _always() -> bool:
     return True
 
 
-class Devices(_BuilderEnum):
+class Devices(BuilderEnum):
     """Where training runs. Only the CPU today. Each member holds a check of whether it is
     available; ``Devices.get()`` returns the best available device."""
 
@@ -220,7 +91,7 @@ class Devices(_BuilderEnum):
 
 
 # -- checkpoint phases ---------------------------------------------------------------------------
-class Checkpoints(_BuilderEnum):
+class Checkpoints(BuilderEnum):
     """The checkpoints a run keeps (``checkpoints/<value>.nne``).
 
     The builder is the fraction of the run, in quarters. A phase is saved at the end of the
@@ -247,7 +118,7 @@ class Checkpoints(_BuilderEnum):
     def epoch(self, n_epochs: int) -> int | None:
         """The 0-based epoch after which this phase is saved in a run of ``n_epochs``; ``None``
         for ``BEST``."""
-        n = schedulers.Param("int", low=1).check("Checkpoints.epoch n_epochs", n_epochs)
+        n = Int(min=1).check("Checkpoints.epoch n_epochs", n_epochs)
         if self._builder is None:
             return None
         return max(math.ceil(self._builder * n / 4) - 1, 0)

@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from nnjit.checks import Int
 from nnjit.experiment.config import RunConfig
 from nnjit.experiment.enums import Checkpoints
 from nnjit.experiment.excerpt import excerpt
@@ -797,9 +798,7 @@ def _check_resumable(run: Run, phase: Checkpoints, target: int) -> None:
 
 
 def _epochs(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"train_run: epochs must be an int >= 1, got {value!r}")
-    return int(value)
+    return Int(min=1).check("train_run: epochs", value)
 
 
 def _has_state(callback) -> bool:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from nnjit.checks import is_int
 from nnjit.graph.tape import Tape, Tensor
 from nnjit.nn.linear import Linear
 from nnjit.nn.module import Module, walk_modules
@@ -56,7 +57,7 @@ def input_width(model: Module, input_shape, where: str) -> int:
     except TypeError:
         shape = None
     ok = shape is not None and len(shape) in (1, 2) and all(
-        d is None or (isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0)
+        d is None or (is_int(d) and d > 0)
         for d in shape) and shape[-1] is not None
     if not ok:
         raise ValueError(f"{where}: input_shape must be (batch, n_features) with batch None or a "

@@ -14,8 +14,9 @@ Contract shared by every kernel here:
   ``y`` instead of ``x`` (as scikit-learn does), so the pre-activation need not be kept.
 - Semantics follow ``torch.nn.functional`` (default arguments), NaN propagates.
 - Loops whose iterations write disjoint elements use ``prange``: the serial builds here treat it as
-  ``range`` (same code, same results); ``nnjit.kernels.parallel`` compiles parallel twins of the big
-  ones from the same source. ``dropout_forward`` stays ``range``: its RNG stream is sequential.
+  ``range`` (same code, same results); ``benchmarks/parallel_builds.py`` compiles parallel twins
+  of the big ones from the same source. ``dropout_forward`` stays ``range``: its RNG stream is
+  sequential.
 """
 
 import math

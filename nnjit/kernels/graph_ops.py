@@ -36,22 +36,10 @@ Conventions (PyG's ``flow='source_to_target'``):
   Zero-edge and zero-node graphs are valid.
 - Inner loops run over contiguous feature columns so LLVM can vectorise them.
 
-Only :func:`spmm_forward` has a parallel (``prange`` over targets) build,
-:data:`spmm_forward_parallel`, from the same source (see :mod:`nnjit.kernels.parallel`). The other
-kernels are serial (the backward kernels scatter into source rows, which would race).
-
-When the parallel build pays (2-core AMD EPYC guest, omp layer, float32, random graphs of average
-in-degree 10 and Cora with self loops; serial/parallel, minima of 41 alternating samples):
-
-- with the second core idle (other processes <= 0.04 cores): 0.85-0.89x at E*F = 4,800-19,200
-  (30 nodes), 1.4-1.5x at E*F = 16,000-64,000, 1.8-3.0x from E*F = 48,000 up to 1e6 edges x 64
-  (Cora F=16 GCN weights: 46 -> 20 us, 2.35x; Cora F=64 unweighted: 85 -> 30 us, 2.84x;
-  F=64/8 heads: 1.6-2.1x). Hence :data:`SPMM_PARALLEL_MIN_WORK`. Part of the gain is code
-  generation: the parallel build on *one* thread is already 5-30% faster than the serial build.
-- with one core busy elsewhere (other processes ~1.0 cores, e.g. two trainers, or the other
-  agents on this machine): the parallel build collapses to 0.02-0.3x (Cora F=64/8 heads: 131 us
-  serial, 1.8 ms parallel): OpenMP waits for a descheduled worker. Use it only with idle cores,
-  as :func:`nnjit.kernels.parallel.parallel_min_sizes` does for the other twins.
+:func:`spmm_forward` loops over targets with ``prange`` (each target writes its own row), so
+``benchmarks/parallel_builds.py`` compiles a parallel twin of it from the same source; no
+training path uses that twin. The other kernels would race (the backward kernels scatter into
+source rows).
 """
 
 import math
@@ -59,7 +47,6 @@ import math
 from numba import prange
 
 from nnjit.kernels._jit import jit
-from nnjit.kernels.parallel import parallel_build
 
 # ------------------------------------------------------------------------------------------------
 # spmm: out[i] = sum_{e in seg(i)} w[e] * x[src[e]]   (per head)
@@ -81,7 +68,7 @@ def spmm_forward(indptr, src, w, x, out, weighted):
         weighted: bool.
 
     The target loop is a ``prange`` (each target writes its own row); this serial build runs it
-    as ``range``, :data:`spmm_forward_parallel` splits it over threads.
+    as ``range``, the benchmarks' parallel twin splits it over threads.
     """
     n_dst = out.shape[0]
     f = out.shape[1]
@@ -555,10 +542,3 @@ def mean_weights(indptr, out_w):
         for e in range(start, stop):
             out_w[e, 0] = inv
 
-
-#: The ``parallel=True`` build of :func:`spmm_forward` (``prange`` over targets), same source.
-spmm_forward_parallel = parallel_build(spmm_forward)
-
-#: Smallest ``E * F`` (edges times feature columns) from which :data:`spmm_forward_parallel` was
-#: >= 1.4x faster on an idle 2-core machine (see the module docstring); not wired anywhere yet.
-SPMM_PARALLEL_MIN_WORK = 32_768

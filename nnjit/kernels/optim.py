@@ -7,8 +7,8 @@ uninitialised buffers are fine. Hyperparameters arrive as Python floats and are 
 dtype once, before the loop: a float64 scalar inside the loop would promote float32 arithmetic.
 Each update is one pass over memory with no data-dependent branch, so LLVM vectorises it.
 Update loops use ``prange`` (each iteration writes only element i): the serial builds here treat it
-as ``range``; ``nnjit.kernels.parallel`` compiles parallel twins from the same source. The L2
-penalty is a reduction and stays ``range`` (and serial).
+as ``range``; ``benchmarks/parallel_builds.py`` compiles parallel twins from the same source. The
+L2 penalty is a reduction and stays ``range`` (and serial).
 """
 
 import math

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nnjit.checks import check_real
+from nnjit.checks import Real
 from nnjit.graph.tape import Tensor
 from nnjit.nn import functional as F
 from nnjit.nn.module import Module
@@ -20,7 +20,7 @@ class LeakyReLU(Module):
 
     def __init__(self, negative_slope: float = 0.01):
         super().__init__()
-        self.negative_slope = check_real(negative_slope, "LeakyReLU: negative_slope")
+        self.negative_slope = Real().check("LeakyReLU: negative_slope", negative_slope)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.leaky_relu(x, self.negative_slope)
@@ -34,7 +34,7 @@ class ELU(Module):
 
     def __init__(self, alpha: float = 1.0):
         super().__init__()
-        self.alpha = check_real(alpha, "ELU: alpha")
+        self.alpha = Real().check("ELU: alpha", alpha)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.elu(x, self.alpha)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nnjit.checks import check_real
+from nnjit.checks import Real
 from nnjit.graph.tape import Tensor
 from nnjit.nn import functional as F
 from nnjit.nn.module import Module
@@ -18,9 +18,7 @@ class Dropout(Module):
 
     def __init__(self, p: float = 0.5):
         super().__init__()
-        if not 0.0 <= check_real(p, "Dropout: p", "a number in [0, 1)") < 1.0:
-            raise ValueError(f"Dropout: p must be in [0, 1), got {p!r}")
-        self.p = float(p)
+        self.p = Real(min=0, lt=1).check("Dropout: p", p)
 
     def forward(self, x: Tensor) -> Tensor:
         return F.dropout(x, self.p)

@@ -6,13 +6,15 @@ import math
 
 import numpy as np
 
-from nnjit.checks import check_int
+from nnjit.checks import Int
 from nnjit.config import DEFAULT_DTYPE
 from nnjit.graph.edges import SparseFeatures
 from nnjit.graph.tape import Tensor
 from nnjit.nn.module import Module
 from nnjit.nn.parameter import Parameter
 from nnjit.random import generator as default_generator
+
+_WIDTH = Int(min=1, says="a positive int")
 
 INITS = ("glorot_uniform", "torch")
 
@@ -40,8 +42,7 @@ class Linear(Module):
                  init: str = "glorot_uniform", generator: np.random.Generator | None = None):
         super().__init__()
         for arg, value in (("in_features", in_features), ("out_features", out_features)):
-            if check_int(value, f"Linear: {arg}", "a positive int") < 1:
-                raise ValueError(f"Linear: {arg} must be a positive int, got {value!r}")
+            _WIDTH.check(f"Linear: {arg}", value)
         if generator is not None and not isinstance(generator, np.random.Generator):
             raise TypeError(f"Linear: generator must be a numpy.random.Generator or None, got "
                             f"{type(generator).__name__}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nnjit.checks import is_int
 from nnjit.graph.tape import Tensor
 
 _COLUMNS = ("Layer (path)", "Type", "Output shape", "Params")
@@ -51,7 +52,7 @@ def _input_width(modules, input_shape) -> int | None:
     if input_shape is not None:
         shape = (input_shape,) if isinstance(input_shape, (int, np.integer)) else tuple(input_shape)
         last = shape[-1] if shape else None
-        if isinstance(last, bool) or not isinstance(last, (int, np.integer)) or last < 1:
+        if not is_int(last) or last < 1:
             raise ValueError(f"summary: input_shape must be a width >= 1 or a shape ending with "
                              f"one, got {input_shape!r}")
         return int(shape[-1])

@@ -4,7 +4,7 @@ A family (:class:`OpFamily`) is one module holding its ops' :class:`OpSpec` s, k
 and one compiled dispatcher per direction; :func:`register` gives it an opcode block. The core
 families (``dense``, ``elementwise``, ``activations``, ``dropout``, ``losses``) are compiled into
 every build; any other family, the graph ops' or yours, is compiled into a build only when a
-traced model uses it (docs/custom-ops.md).
+traced model uses it.
 
 The built-in family modules are imported by :mod:`nnjit.graph.opcodes`, not here, so that
 ``nnjit.ops`` itself stays importable from the engine below them.

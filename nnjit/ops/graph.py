@@ -94,8 +94,8 @@ def head_mean(edges, x, bias=None, *, heads):
 
 
 _CSR_AUX = "which CSR: GRAPH_RAW (0), GRAPH_LOOPS (1)"
-_NOTE = ("needs a graph: tests/graph/test_graph_ops.py checks it through the interpreter against "
-         "NumPy references and finite differences")
+_NOTE = ("needs a graph: tests/kernels/test_graph_ops.py checks its kernels against NumPy "
+         "references, tests/gnn/test_layers.py the layers through the interpreter")
 SPECS = (
     OpSpec("SPMM", 3, "(N,H*C),(E,H)?,(1,H*C)?->(N,H*C)", None, spmm, grad_inputs=(0, 1, 2),
            aux={"aux0": _CSR_AUX}, graph=True, reference_note=_NOTE),

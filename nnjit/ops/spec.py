@@ -98,7 +98,7 @@ class OpSpec:
             buffers the recorder makes itself do not).
         signature: the shape rule (module docstring); it has ``arity`` input shapes.
         reference: float64 NumPy reference ``reference(*inputs, **hyper)``; graph ops:
-            ``reference(graph, *inputs, **hyper)`` (:mod:`nnjit.ops.graph_reference`). None only
+            ``reference(graph, *inputs, **hyper)`` (the graph the gradient check draws). None only
             with a ``reference_note`` saying where the op is tested instead.
         recorder: records the op on the inputs' tape, ``recorder(*inputs, **hyper) -> Tensor``
             (the ``functional`` entry or ``Tensor`` operator; graph ops take the ``Edges`` first).

@@ -21,18 +21,20 @@ from pathlib import Path
 
 import numpy as np
 
+from nnjit.checks import Choice, Int, Real, check_real
 from nnjit.train.callbacks import Callback
 
 __all__ = ["CSVLogger", "EarlyStopping", "LRMonitor", "ModelCheckpoint", "ProgressBar",
            "TensorBoard", "WandbLogger", "resolve_mode"]
 
 _MAX_WORDS = ("acc", "accuracy", "auc", "f1", "precision", "recall", "r2", "score")
+_MODE = Choice("auto", "min", "max", says="'auto', 'min' or 'max'")
+_MIN_DELTA = Real(min=0, says="a finite number >= 0")
 
 
 def resolve_mode(monitor: str, mode: str, where: str) -> str:
     """``'min'`` or ``'max'``; ``'auto'`` is ``max`` for accuracy-like names, else ``min``."""
-    if mode not in ("auto", "min", "max"):
-        raise ValueError(f"{where}: mode must be 'auto', 'min' or 'max', got {mode!r}")
+    mode = _MODE.check(f"{where}: mode", mode)
     if mode != "auto":
         return mode
     tokens = re.split(r"[^a-z0-9]+", monitor.lower())
@@ -76,9 +78,7 @@ class _Tracker:
         if not isinstance(monitor, str) or not monitor:
             raise ValueError(f"{where}: monitor must be a metric name such as 'val_loss', "
                              f"got {monitor!r}")
-        min_delta = float(min_delta)
-        if not math.isfinite(min_delta) or min_delta < 0:
-            raise ValueError(f"{where}: min_delta must be a finite number >= 0, got {min_delta}")
+        min_delta = _MIN_DELTA.check(f"{where}: min_delta", min_delta)
         self.monitor, self.where = monitor, where
         self.mode = resolve_mode(monitor, mode, where)
         self.min_delta = min_delta
@@ -122,9 +122,7 @@ class EarlyStopping(Callback):
 
     def __init__(self, monitor: str = "val_loss", mode: str = "auto", patience: int = 10,
                  min_delta: float = 0.0, restore_best_weights: bool = False):
-        if isinstance(patience, bool) or not isinstance(patience, (int, np.integer)) \
-                or patience < 0:
-            raise ValueError(f"EarlyStopping: patience must be an int >= 0, got {patience!r}")
+        patience = Int(min=0).check("EarlyStopping: patience", patience)
         self._tracker = _Tracker(monitor, mode, min_delta, "EarlyStopping")
         self.monitor, self.mode = monitor, self._tracker.mode
         self.patience, self.min_delta = int(patience), self._tracker.min_delta
@@ -270,10 +268,8 @@ class ModelCheckpoint(Callback):
 
     def __init__(self, path, every_n_epochs: int | None = None, monitor: str | None = None,
                  mode: str = "auto", save_best_only: bool = False, min_delta: float = 0.0):
-        if every_n_epochs is not None and (isinstance(every_n_epochs, bool) or not isinstance(
-                every_n_epochs, (int, np.integer)) or every_n_epochs < 1):
-            raise ValueError(f"ModelCheckpoint: every_n_epochs must be an int >= 1 or None, "
-                             f"got {every_n_epochs!r}")
+        every_n_epochs = Int(min=1, none_ok=True, says="an int >= 1 or None").check(
+            "ModelCheckpoint: every_n_epochs", every_n_epochs)
         text = os.fspath(path)
         if text.endswith(("/", os.sep)) or Path(text).is_dir():
             name = "best.nne" if save_best_only else "epoch{epoch:04d}.nne"
@@ -369,13 +365,12 @@ class ProgressBar(Callback):
 
     def __init__(self, verbose: int | None = None, total: int | None = None, file=None,
                  leave: bool = True, style: str = "auto", interval: float = 5.0):
-        if style not in self.STYLES:
-            raise ValueError(f"ProgressBar: style must be one of {', '.join(self.STYLES)}, "
-                             f"got {style!r}")
-        interval = float(interval)
+        style = Choice(*self.STYLES, says=f"one of {', '.join(self.STYLES)}").check(
+            "ProgressBar: style", style)
+        seconds = "a number of seconds >= 0"  # inf too: a line for the first and last epoch only
+        interval = check_real(interval, "ProgressBar: interval", seconds)
         if not interval >= 0:
-            raise ValueError(f"ProgressBar: interval must be a number of seconds >= 0, "
-                             f"got {interval!r}")
+            raise ValueError(f"ProgressBar: interval must be {seconds}, got {interval!r}")
         self.file = file
         self.enabled = verbose is None or bool(verbose)
         self.total, self.leave = total, leave

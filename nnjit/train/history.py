@@ -23,11 +23,12 @@ from nnjit.graph import interpreter as it
 _PENDING = "_nnjit_pending_history"  # instance attribute holding the rows until first use
 
 
-def history_frame(rows: np.ndarray, classification: bool, attrs: dict):
+def history_frame(rows: np.ndarray, classification: bool, attrs):
     """A DataFrame of ``rows`` (n, len(HISTORY_COLUMNS)) float64, built when first used.
 
     ``rows`` must not change before then (they are copied when built); ``epoch`` becomes
-    int64 and, for regression, the accuracy columns NaN. ``attrs`` becomes ``frame.attrs``.
+    int64 and, for regression, the accuracy columns NaN. ``attrs`` becomes ``frame.attrs``: a
+    dict, or a function that returns it, called when the frame is built.
     """
     cls = _lazy_type()
     frame = cls.__new__(cls)
@@ -95,7 +96,7 @@ def _lazy_type():
             if pending is not None:
                 rows, classification, attrs = pending
                 _fill(self, rows, classification)
-                self.attrs = attrs
+                self.attrs = attrs() if callable(attrs) else attrs
                 object.__setattr__(self, "__class__", pd.DataFrame)
                 return getattr(self, name)  # now a plain DataFrame
             return object.__getattribute__(self, name)

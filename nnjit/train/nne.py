@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from nnjit.checks import is_int
 from nnjit.train.atomic import atomic_replace
 
 __all__ = [
@@ -311,10 +312,6 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _is_int(x: object) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def _read_exact(fh: Any, buf: memoryview) -> int:
     got = 0
     total = len(buf)
@@ -429,10 +426,10 @@ def _parse_header(header: Any, payload: np.ndarray, payload_len: int, fail: Any)
             raise fail(f"{where}: dtype {dtype_s!r} not allowed (allowed: "
                        f"{', '.join(ALLOWED_DTYPES)})")
         if (not isinstance(shape, list) or len(shape) > _MAX_NDIM
-                or not all(_is_int(d) and d >= 0 for d in shape)):
+                or not all(is_int(d) and d >= 0 for d in shape)):
             raise fail(f"{where}: shape {shape!r} is not a list of at most {_MAX_NDIM} "
                        "non-negative integers")
-        if not _is_int(offset) or not _is_int(nbytes) or offset < 0 or nbytes < 0:
+        if not is_int(offset) or not is_int(nbytes) or offset < 0 or nbytes < 0:
             raise fail(f"{where}: offset {offset!r} / nbytes {nbytes!r} are not non-negative "
                        "integers")
         dtype = np.dtype(dtype_s)

@@ -1,20 +1,25 @@
-"""``Trainer`` (alias ``JITCompiler``): traces a model once and fits it in compiled code."""
+"""``Trainer`` (alias ``JITCompiler``): traces a model once and fits it in compiled code.
+
+A fit, in the order :meth:`Trainer.fit` tells it: the training and validation data are adapted
+once (:mod:`nnjit.data.adapt`); the arguments become a checked plan
+(:class:`~nnjit.train.fit_plan.FitPlan`); the model is traced and laid out; the plan is packed
+into the compiled loop's config row; the run state starts afresh or continues a saved fit
+(:mod:`nnjit.train.resume`); and the compiled loop runs, with Ctrl-C turned into a stop request
+(:mod:`nnjit.train.interrupt`) and the history reported (:mod:`nnjit.train.fit_report`).
+"""
 
 from __future__ import annotations
 
-import contextlib
-import math
-import sys
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nnjit.checks import check_int, check_real
+from nnjit.checks import check_int
 from nnjit.config import DEFAULT_DTYPE, SUPPORTED_DTYPES
+from nnjit.data.adapt import FitData, GraphInput, as_loader, empty_rows, with_validation
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
 from nnjit.data.loader import DataLoader, check_features, to_arena
-from nnjit.data.neighbor_loader import NeighborLoader
 from nnjit.graph import interpreter as it
 from nnjit.graph import status as st
 from nnjit.graph.program import ArenaTooLarge, Program, format_bytes, physical_memory
@@ -26,27 +31,17 @@ from nnjit.optim import Optimizer, get_optimizer
 from nnjit.optim.adam import Adam
 from nnjit.random import next_seed
 from nnjit.regularizers import Regularizer
-from nnjit.schedulers import PLATEAU_PARAMS, ReduceLROnPlateau, Scheduler
-from nnjit.train.callbacks import CallbackList
-from nnjit.train.history import history_frame
+from nnjit.train import resume
+from nnjit.train.fit_plan import MONITORS, FitPlan
+from nnjit.train.fit_report import batch_history, epoch_line, fit_history, show_rows, summary_line
+from nnjit.train.interrupt import EpochCaller, StopRequest, in_main_thread, run_in_worker
+from nnjit.train.run_state import RunConfig, RunState, restore_best
 from nnjit.train.threads import dense_forward_mode, single_threaded_blas
 
 if TYPE_CHECKING:  # pandas costs ~100 ms at import; it is loaded when the first history is built
     import pandas as pd
 
-MONITORS = {
-    "val_loss": it.MONITOR_VAL_LOSS,
-    "val_accuracy": it.MONITOR_VAL_ACCURACY,
-    "train_loss": it.MONITOR_TRAIN_LOSS,
-}
-
-# fit() writes the config row as one tuple in this order.
-_CONFIG_ORDER = (it.C_BATCH, it.C_EVAL_BATCH, it.C_SHUFFLE, it.C_DROP_LAST, it.C_TOL, it.C_PATIENCE,
-                 it.C_MONITOR, it.C_RESTORE_BEST, it.C_EPOCHS, it.C_CHUNK, it.C_OPT_KIND,
-                 it.C_REG_COEF, it.C_REG_PER_BATCH, it.C_CLIP_NORM, it.C_ACCUM_STEPS, it.C_PLATEAU,
-                 it.C_DENSE_MODE)
-if _CONFIG_ORDER != tuple(range(it.CONFIG_WIDTH)):
-    raise ImportError("nnjit.train.trainer: fit()'s config row no longer matches the C_* fields")
+__all__ = ["JITCompiler", "MONITORS", "Trainer"]
 
 
 class Trainer:
@@ -99,15 +94,15 @@ class Trainer:
                                                                  "an int or None")
         self.program: Program | None = None
         self.history_: "pd.DataFrame | None" = None
-        self._state = np.zeros(it.STATE_WIDTH, dtype=np.float64)
+        self._state = np.zeros(it.STATE_WIDTH, dtype=np.float64)  # the compiled loop's rows
         self._cfg = np.zeros(it.CONFIG_WIDTH, dtype=np.float64)
-        self._cfg[it.C_DENSE_MODE] = dense_forward_mode()
+        self._run_state, self._config = RunState(self._state), RunConfig(self._cfg)
+        self._config.dense_mode = dense_forward_mode()
         self._perm: np.ndarray | None = None
         self._pending_rng: np.ndarray | None = None
         self._inference_layout = False  # the program was laid out by predict/evaluate, not fit
         self.stop_training = False  # a callback may set it to stop after the current epoch
-        self._graph = None  # GraphStructure of the graph being trained on (graph models)
-        self._graph_of = None  # what it was built for: the Graph, or (graph, fan-outs, batch)
+        self._graph_input = GraphInput()  # the graph structure being trained on (graph models)
         self._resume: dict | None = None  # fit state + callback states for initial_epoch
         self._plateau: np.ndarray | None = None
         self._fit_start = 0
@@ -117,6 +112,7 @@ class Trainer:
     def _trace(self, n_features: int, max_batch: int):
         tape = Tape(self.dtype, self._graph.max_rows if self._graph is not None else max_batch)
         self._modules = walk_modules(self.model)  # traversed once per trace
+        self._module_dicts = [module.__dict__ for _, module in self._modules]
         self._named_params = named = []
         seen = set()
         for path, module in self._modules:
@@ -153,12 +149,12 @@ class Trainer:
         one it would have made on a fresh trainer, so predicting first changes no bit of a fit.
         """
         n_features = X.shape[1]
-        program = self.program
+        program, graph = self.program, self._graph
         if program is not None:
             self._adopt_parameters()
-            if self._graph is None:
+            if graph is None:
                 self._check_feature_count(X, where)
-            if inference and program.graph is self._graph:
+            if inference and program.graph is graph:
                 return None if y is None else y(program.output_cols)
         n_outputs = program.output_cols if program is not None else None
         tape = None
@@ -174,7 +170,7 @@ class Trainer:
         if program is not None and (program.target_cols != target_cols
                                     or program.max_batch < max_batch
                                     or (replace_inference_layout and program.max_batch != max_batch)
-                                    or program.graph is not self._graph):
+                                    or program.graph is not graph):
             tape = None
             program = None
         if program is None:
@@ -199,25 +195,14 @@ class Trainer:
         return Y
 
     @property
-    def _graph_sampled(self) -> bool:
-        return self._graph is not None and self._graph.sampled
+    def _graph(self):
+        """The GraphStructure the model is traced on (None for array data)."""
+        return self._graph_input.structure
 
     def _set_training(self, mode: bool) -> None:
         """``model.train(mode)`` over the modules found when tracing (no second traversal)."""
-        for _, module in self._modules:
-            module.__dict__["training"] = mode
-
-    def _rows_per_batch(self, train, val_loader, n_rows: int) -> int:
-        """The largest batch a fit's arena must hold: the batch size, but never more rows than
-        the data has (60 rows with batch_size=10**7 need 60 rows, not 10**7). The validation
-        batch is the layout's, so it keeps the batches it had: as many rows as before, or all."""
-        batch = max(train.batch_size, val_loader.batch_size if val_loader else 1)
-        if self._graph is not None:  # (graph layouts are sized by the graph or its sampler)
-            return batch
-        rows = min(train.batch_size, n_rows)
-        if val_loader is not None:
-            rows = max(rows, min(batch, val_loader.n_samples))
-        return rows
+        for attributes in self._module_dicts:
+            attributes["training"] = mode
 
     def _max_batch(self) -> int:
         return self.program.max_batch if self.program is not None else 1
@@ -264,76 +249,13 @@ class Trainer:
                 return
 
     # -- data ------------------------------------------------------------------------------------
-    @staticmethod
-    def _graph_arg(data, val, where: str):
-        """The Graph that ``data`` is or samples (or None); a graph's validation must be a mask
-        of the same graph, batched the same way."""
-        graph_loaders = (FullBatch, NeighborLoader)
-        if not isinstance(data, (Graph, NeighborLoader)):
-            if isinstance(val, (Graph, *graph_loaders)):
-                raise ValueError(f"{where}: graph validation data needs graph training data")
-            return None
-        graph = data.graph if isinstance(data, NeighborLoader) else data
-        expected = NeighborLoader if isinstance(data, NeighborLoader) else FullBatch
-        if isinstance(val, expected):
-            if val.graph is not graph:
-                raise ValueError(f"{where}: the validation mask must be on the training graph")
-            if expected is NeighborLoader and (val.num_neighbors != data.num_neighbors
-                                               or val.batch_size > data.batch_size):
-                raise ValueError(f"{where}: validation batches must use the training fan-outs "
-                                 f"{data.num_neighbors} and at most {data.batch_size} seeds; use "
-                                 "loader.like(mask)")
-        elif val is not None:
-            raise ValueError(f"{where}: for a graph, pass val={expected.__name__}(graph, mask...) "
-                             f"or leave it out (the graph's val_mask), got {type(val).__name__}")
-        return graph
-
     def _use_graph(self, loader) -> None:
         """Trace graph models for ``loader`` (FullBatch, NeighborLoader), or not (other data)."""
-        if isinstance(loader, NeighborLoader):
-            from nnjit.graph.edges import GraphStructure
-
-            key = (loader.graph, tuple(loader.num_neighbors), loader.batch_size)
-            if key != self._graph_of:
-                self._graph = GraphStructure.sampled_from(loader.graph, loader.num_neighbors,
-                                                          loader.batch_size)
-                self._graph_of = key
-        elif isinstance(loader, FullBatch):
-            from nnjit.graph.edges import GraphStructure
-
-            graph = loader.graph
-            if graph is not self._graph_of:
-                self._graph = GraphStructure(graph.edge_index, graph.num_nodes,
-                                             graph.x if graph.is_sparse else None)
-                self._graph_of = graph
-        else:
-            self._graph = self._graph_of = None
-
-    def _as_loader(self, data, y, where: str, batch_size=None) -> DataLoader:
-        if isinstance(data, Graph):  # full batch; y names the mask the loss counts
-            return FullBatch(data, y if y is not None else (
-                "train" if data.train_mask is not None else None))
-        if isinstance(data, DataLoader):
-            if y is not None:
-                raise ValueError(f"{where}: pass targets inside the DataLoader, not as y")
-            return data
-        if isinstance(data, tuple) and len(data) == 2 and y is None:
-            data, y = data
-        if getattr(data, "shape", (1,))[:1] == (0,) or (isinstance(data, list) and not data):
-            raise ValueError(f"{where}: X is empty (0 samples)")
-        if y is None:
-            raise ValueError(f"{where}: expected a DataLoader or (X, y), got "
-                             f"{type(data).__name__} without targets")
-        size = batch_size(len(data)) if callable(batch_size) else (batch_size or 256)
-        return DataLoader(data, y, batch_size=size, shuffle=False)
+        self._graph_input.use(loader)
 
     def _empty(self, cols: int) -> np.ndarray:
         """A (0, cols) array in the arena dtype (shared: it has nothing to write)."""
-        key = (self.dtype, cols)
-        empty = _EMPTIES.get(key)
-        if empty is None:
-            empty = _EMPTIES[key] = np.zeros((0, cols), dtype=self.dtype)
-        return empty
+        return empty_rows(self.dtype, cols)
 
     # -- fitting ---------------------------------------------------------------------------------
     def fit(self, train, epochs: int = 100, val=None, *, val_dataloader=None, tol: float = 1e-4,
@@ -407,206 +329,137 @@ class Trainer:
             ValueError: bad arguments or data (the message names the argument or layer).
             TrainingDivergedError: the loss became NaN/inf (best weights restored first).
         """
-        if val is not None and val_dataloader is not None:
-            raise ValueError("fit: pass val or val_dataloader, not both")
-        val = val if val is not None else val_dataloader
-        graph = self._graph_arg(train, val, "fit")
-        if graph is not None and val is None and graph.val_mask is not None:
-            # validate on the graph's own val mask, as it trains (full batch or sampled)
-            val = (train.like("val") if isinstance(train, NeighborLoader)
-                   else FullBatch(graph, "val"))
-        check_int(epochs, "fit: epochs", "an int >= 1")
-        check_int(initial_epoch, "fit: initial_epoch", "an int >= 0")
-        check_int(schedule_epochs, "fit: schedule_epochs", "an int >= 1 or None", none_ok=True)
-        check_real(tol, "fit: tol", "a number >= 0")
-        check_int(n_iter_no_change, "fit: n_iter_no_change", "an int >= 0 or None", none_ok=True)
-        check_real(grad_clip_norm, "fit: grad_clip_norm", "a number > 0 or None", none_ok=True)
-        check_int(accumulation_steps, "fit: accumulation_steps", "an int >= 1")
-        if epochs < 1:
-            raise ValueError(f"fit: epochs must be an int >= 1, got {epochs!r}")
-        if not 0 <= initial_epoch < epochs:
-            raise ValueError(f"fit: initial_epoch must be an int in [0, epochs) = [0, {epochs}) "
-                             f"(epochs is the final epoch, as in Keras), got {initial_epoch!r}")
-        if schedule_epochs is not None and (isinstance(schedule_epochs, bool) or not isinstance(
-                schedule_epochs, (int, np.integer)) or schedule_epochs < 1):
-            raise ValueError(f"fit: schedule_epochs must be an int >= 1 or None, "
-                             f"got {schedule_epochs!r}")
-        epochs, initial_epoch = int(epochs), int(initial_epoch)
-        tol = float(tol)
-        if not math.isfinite(tol) or tol < 0:
-            raise ValueError(f"fit: tol must be a finite number >= 0, got {tol!r}")
-        patience = 0 if n_iter_no_change is None else n_iter_no_change
-        if isinstance(patience, bool) or not isinstance(patience, (int, np.integer)) or patience < 0:
-            raise ValueError(f"fit: n_iter_no_change must be an int >= 0 or None, "
-                             f"got {n_iter_no_change!r}")
-        monitor = monitor or ("val_loss" if val is not None else "train_loss")
-        if monitor not in MONITORS:
-            raise ValueError(f"fit: unknown monitor {monitor!r}; available: {', '.join(MONITORS)}")
-        if monitor.startswith("val_") and val is None:
-            raise ValueError(f"fit: monitor={monitor!r} needs validation data (val=...)")
-        if monitor == "val_accuracy" and not self.loss.is_classification:
-            raise ValueError(f"fit: monitor='val_accuracy' needs a classification loss, "
-                             f"not {type(self.loss).__name__}; use 'val_loss'")
-        callbacks = list(callbacks or [])
-        if callbacks and (verbose == 1 or verbose is True):
-            from nnjit.train.builtin_callbacks import ProgressBar
+        train, val = with_validation(train, val, val_dataloader, "fit")
+        plan = FitPlan.build(
+            self.loss, val is not None, epochs=epochs, initial_epoch=initial_epoch,
+            schedule_epochs=schedule_epochs, tol=tol, n_iter_no_change=n_iter_no_change,
+            monitor=monitor, restore_best=restore_best, verbose=verbose, callbacks=callbacks,
+            scheduler=scheduler, grad_clip_norm=grad_clip_norm,
+            accumulation_steps=accumulation_steps, log_batches=log_batches)
+        data = FitData(train, val, self._graph_input, self.loss, self.dtype)
 
-            callbacks.append(ProgressBar())  # a bar (terminal, notebook) or a line now and then
-        callbacks = CallbackList(callbacks) if callbacks else _NO_CALLBACKS
-        if grad_clip_norm is not None and not (math.isfinite(grad_clip_norm)
-                                               and grad_clip_norm > 0):
-            raise ValueError(f"fit: grad_clip_norm must be a number > 0 or None, "
-                             f"got {grad_clip_norm!r}")
-        if (isinstance(accumulation_steps, bool) or not isinstance(accumulation_steps,
-                                                                   (int, np.integer))
-                or accumulation_steps < 1):
-            raise ValueError(f"fit: accumulation_steps must be an int >= 1, "
-                             f"got {accumulation_steps!r}")
-        if scheduler is not None and not isinstance(scheduler, Scheduler):
-            raise TypeError(f"fit: scheduler must be one of nnjit.schedulers' classes, got "
-                            f"{type(scheduler).__name__}")
-
-        train = self._as_loader(train, None, "fit: train")
-        self._use_graph(train)
-        # Validation given as arrays runs in batches no larger than needed (the arena is laid
-        # out for the largest batch, so 256 rows for 12 validation rows would only cost memory).
-        val_loader = None if val is None else self._as_loader(
-            val, None, "fit: val", batch_size=lambda n: max(train.batch_size, min(n, 256)))
-        dtype = self.dtype
-        X = train.features(dtype)
-        max_batch = self._rows_per_batch(train, val_loader, len(X))
-        Y = self._compile(X, lambda k: train.targets(self.loss, k, dtype), max_batch, "fit")
+        # Lay the model out for the data; the targets take the width of its outputs.
+        Y = self._compile(data.X, data.targets, data.max_rows, "fit")
         program = self.program
-        if val_loader is not None:
-            Xv = val_loader.features(dtype)
-            if Xv.shape[1] != X.shape[1]:
-                raise ValueError(f"fit: val X has {Xv.shape[1]} features, train X has {X.shape[1]}")
-            Yv = val_loader.targets(self.loss, program.output_cols, dtype)
-            if Yv.shape[1] != Y.shape[1]:
-                raise ValueError(f"fit: val y has {Yv.shape[1]} columns, train y has {Y.shape[1]}"
-                                 " (use the same target form for both)")
-        else:
-            Xv, Yv = self._empty(X.shape[1]), self._empty(Y.shape[1])
+        Xv, Yv = data.validation_arrays(program.output_cols, Y)
 
-        per_epoch = bool(callbacks) or verbose == 2
-        # Without Python between epochs, a verbose fit runs its single compiled call in a worker
-        # thread; the main thread draws the progress and turns Ctrl-C into a stop request.
-        threaded = bool(verbose) and not per_epoch and _in_main_thread()
-        steps_per_epoch = -(-len(train) // accumulation_steps)
-        lr_table, plateau = self._schedule(scheduler, monitor, schedule_epochs or epochs,
-                                           steps_per_epoch)
-        reg = self.regularizer
-        cfg = self._cfg
-        cfg[:] = (  # the whole row in one assignment, in C_* order (see _CONFIG_ORDER)
-            train.batch_size,  # C_BATCH
-            # C_EVAL_BATCH; sampled graph batches: the buffers hold the subgraph of at most
-            # batch_size seeds
-            train.batch_size if self._graph_sampled else program.max_batch,
-            train.shuffle,  # C_SHUFFLE
-            train.drop_last,  # C_DROP_LAST
-            tol,  # C_TOL
-            patience,  # C_PATIENCE
-            MONITORS[monitor],  # C_MONITOR
-            bool(restore_best),  # C_RESTORE_BEST
-            epochs,  # C_EPOCHS
-            1 if per_epoch else 0,  # C_CHUNK
-            self.optimizer.kind,  # C_OPT_KIND
-            reg.coef if reg else 0.0,  # C_REG_COEF
-            bool(reg and reg.per_batch),  # C_REG_PER_BATCH
-            grad_clip_norm or 0.0,  # C_CLIP_NORM
-            accumulation_steps,  # C_ACCUM_STEPS
-            plateau.size > 0,  # C_PLATEAU
-            cfg[it.C_DENSE_MODE],  # C_DENSE_MODE (set once, in __init__)
-        )
+        # The plan becomes the compiled loop's settings; the run state starts (or continues).
+        steps_per_epoch = plan.steps_per_epoch(len(data.train))
+        lr_table, plateau = plan.schedule(self.optimizer.lr, steps_per_epoch)
+        self._cfg[:] = plan.config_row(data, program.max_batch, self.optimizer, self.regularizer,
+                                       plateau, self._config.dense_mode)
+        carried = self._start_run_state(plan, steps_per_epoch, plateau)
+        history = np.zeros((plan.epochs, len(it.HISTORY_COLUMNS)), dtype=np.float64)
+        self._batch_log = (np.zeros((plan.epochs * len(data.train), len(it.BATCH_COLUMNS)))
+                           if plan.log_batches else None)
+        self.batch_history_ = None
+        arrays = (data.X, Y, Xv, Yv, self._shuffle_order(len(data.X)))
+        training = self._training_arrays(plan, lr_table, plateau)
+        stop = None  # (the plain single call: Ctrl-C is seen when it returns)
+        if plan.per_epoch or plan.threaded:  # Python runs alongside: compile before its clocks
+            stop = StopRequest(self._run_state)
+            program.prepare(it.TASK_FIT, arrays, training(), self._state, self._best, history,
+                            self._empty(1), self._batch_log)
 
+        self._begin_callbacks(plan, carried)
+        status, interrupted = self._run(plan, arrays, training, history, stop)
+        return self._end_fit(plan, status, interrupted)
+
+    def _start_run_state(self, plan: FitPlan, steps_per_epoch: int, plateau: np.ndarray):
+        """Reset the run state for ``plan``; a fit from ``initial_epoch`` continues early
+        stopping, the plateau rule and the best snapshot from the fit state saved after that
+        many epochs (a checkpoint's, or the previous fit's). Returns the saved states the
+        callbacks continue from, or None."""
+        initial_epoch, state = plan.initial_epoch, self._run_state
         saved = None
         if initial_epoch:  # taken before the state is reset
-            saved = self._resume if self._resume is not None else (
-                {"fit": self.fit_state(), "callbacks": self.callback_states()})
-            if self._resume is None:
-                self._warn_restored_weights(initial_epoch)
-        row = [0.0] * it.STATE_WIDTH  # built as a list: one assignment instead of eight
-        row[it.ST_STEP] = self.optimizer.iterations
-        row[it.ST_BEST] = -math.inf if monitor == "val_accuracy" else math.inf
-        row[it.ST_BEST_EPOCH] = -1
-        row[it.ST_JOB] = -1
-        row[it.ST_LR] = self.optimizer.lr
-        row[it.ST_EPOCH] = initial_epoch
-        row[it.ST_FIT_STEP] = initial_epoch * steps_per_epoch
-        state = self._state
-        state[:] = row
-        self._plateau, self._monitor_code = plateau, MONITORS[monitor]
-        carried = self._carry_fit_state(initial_epoch, plateau, saved) if initial_epoch else None
+            saved = self._resume
+            if saved is None:
+                saved = {"fit": self.fit_state(), "callbacks": self.callback_states()}
+                resume.warn_restored_weights(state, initial_epoch)
+        state.start_fit(step=self.optimizer.iterations, lr=self.optimizer.lr,
+                        maximize=plan.maximize, initial_epoch=initial_epoch,
+                        fit_step=initial_epoch * steps_per_epoch)
+        self._plateau, self._monitor_code = plateau, plan.monitor_code
+        carried = (resume.carry_fit_state(saved, state, plateau, self._best, initial_epoch,
+                                          plan.monitor_code) if initial_epoch else None)
         self._fit_start = self.initial_epoch_ = initial_epoch
-        history = np.zeros((epochs, len(it.HISTORY_COLUMNS)), dtype=np.float64)
-        batch_log = (np.zeros((epochs * len(train), len(it.BATCH_COLUMNS))) if log_batches
-                     else None)
-        self._batch_log, self.batch_history_ = batch_log, None
-        # The shuffle order carries over between fits (and checkpoints), so fitting 4 then 2
-        # epochs is the same as fitting 6.
-        if self._perm is None or len(self._perm) != len(X):
-            self._perm = np.arange(len(X), dtype=np.int64)
-        perm = self._perm
-        opt_hyper = self.optimizer.hyper_vector()
+        return carried
 
-        stop = _StopRequest(state) if per_epoch or threaded else None  # (the plain call: none)
+    def _shuffle_order(self, n_rows: int) -> np.ndarray:
+        """The permutation the compiled loop shuffles in place. It carries over between fits (and
+        checkpoints), so fitting 4 then 2 epochs is the same as fitting 6."""
+        if self._perm is None or len(self._perm) != n_rows:
+            self._perm = np.arange(n_rows, dtype=np.int64)
+        return self._perm
 
-        def on_epoch():
-            self.optimizer.iterations = int(state[it.ST_STEP])  # checkpoints see the real count
-            self.history_ = frame = self._history_frame(history, state, monitor)
-            self._batch_frame(state)
-            logs = frame.iloc[-1].to_dict()
-            if verbose == 2:
-                print(_epoch_line(logs))
-            epoch = int(state[it.ST_EPOCH])  # absolute (1-based), as in Keras
-            keep_going = callbacks.on_epoch_end(self, epoch, logs) is not False
-            keep_going = keep_going and not self.stop_training and not stop.requested
-            if keep_going and epoch < epochs:
-                callbacks.on_epoch_begin(self, epoch + 1)
-            return keep_going
+    def _training_arrays(self, plan: FitPlan, lr_table: np.ndarray, plateau: np.ndarray):
+        """``training()``: the arrays the compiled fit reads besides the data, gathered at each
+        call (a callback may replace the optimizer state)."""
+        cfg, opt_hyper = self._cfg, self.optimizer.hyper_vector()
+        accum = (np.empty(self.program.n_params, self.dtype) if plan.accumulation_steps > 1
+                 else empty_rows(self.dtype, None))
 
-        accum = (np.empty(program.n_params, self.dtype) if accumulation_steps > 1
-                 else _empty_1d(self.dtype))
-        data = (X, Y, Xv, Yv, perm)
-
-        def training():  # (read at the call: a callback may replace the optimizer state)
+        def training():
             return (cfg, opt_hyper, self.optimizer.state, self._reg_spans, lr_table, plateau,
                     accum)
 
-        if per_epoch or threaded:  # compile (a first run) before any progress clock starts
-            program.prepare(it.TASK_FIT, data, training(), state, self._best, history,
-                            self._empty(1), batch_log)
+        return training
 
+    def _begin_callbacks(self, plan: FitPlan, carried) -> None:
         self._set_training(True)
         self.stop_training = False
-        self._callbacks = callbacks
+        self._callbacks = callbacks = plan.callbacks
         if callbacks:  # (hooks of an empty list still cost a fit's fixed set-up time)
-            callbacks.on_train_begin(self, {"epochs": epochs, "initial_epoch": initial_epoch})
+            callbacks.on_train_begin(self, {"epochs": plan.epochs,
+                                            "initial_epoch": plan.initial_epoch})
             if carried is not None:
-                self._load_callback_states(callbacks, carried)
-            callbacks.on_epoch_begin(self, initial_epoch + 1)
+                resume.load_callback_states(callbacks, carried)
+            callbacks.on_epoch_begin(self, plan.initial_epoch + 1)
         # From here the live state is the fit state: checkpoints written during this fit (and a
         # later fit(initial_epoch=...)) carry it and the callbacks' states, not the loaded ones.
         self._resume = None
-        status = None
-        interrupted = False
+
+    def _run(self, plan: FitPlan, arrays, training, history: np.ndarray, stop):
+        """Run the compiled fit: one call, one call per epoch (Python between epochs), or one
+        call in a worker thread (progress). Returns ``(status, interrupted)``: a Ctrl-C stop
+        request, or a KeyboardInterrupt between epochs, stops it cleanly."""
+        state, callbacks, program = self._run_state, plan.callbacks, self.program
+        classification = self.loss.is_classification
+
+        def on_epoch():
+            self.optimizer.iterations = int(state.step)  # checkpoints see the real count
+            self.history_ = frame = fit_history(history, state, self._fit_start,
+                                                plan.monitor, classification)
+            self._batch_frame()
+            logs = frame.iloc[-1].to_dict()
+            if plan.verbose == 2:
+                print(epoch_line(logs))
+            epoch = int(state.epoch)  # absolute (1-based), as in Keras
+            keep_going = callbacks.on_epoch_end(self, epoch, logs) is not False
+            keep_going = keep_going and not self.stop_training and not stop.requested
+            if keep_going and epoch < plan.epochs:
+                callbacks.on_epoch_begin(self, epoch + 1)
+            return keep_going
 
         # A chunked fit in the main thread runs long compiled calls in a helper thread, so that
         # a second Ctrl-C reaches the loop mid-epoch (Python ops return to Python every job).
-        call = (_EpochCaller(stop, len(X) * program.n_params)
-                if per_epoch and _in_main_thread() and not program.python_ops else None)
+        call = (EpochCaller(stop, len(arrays[0]) * program.n_params)
+                if plan.per_epoch and in_main_thread() and not program.python_ops else None)
 
         def run():
             with single_threaded_blas():
-                return program.run(it.TASK_FIT, data, training(), state, self._best, history,
-                                   self._empty(1), on_pause=on_epoch if per_epoch else None,
-                                   batch_log=batch_log, call=call)
+                return program.run(it.TASK_FIT, arrays, training(), self._state, self._best,
+                                   history, empty_rows(self.dtype, 1),
+                                   on_pause=on_epoch if plan.per_epoch else None,
+                                   batch_log=self._batch_log, call=call)
 
+        status = None
+        interrupted = False
         try:
-            if threaded:
-                status = self._run_in_worker(run, stop, history, state, epochs, initial_epoch,
-                                             verbose)
-            elif per_epoch:
+            if plan.threaded:
+                status = self._run_in_worker(run, stop, history, plan)
+            elif plan.per_epoch:
                 with stop.on_sigint():  # Ctrl-C: stop after the current epoch
                     status = run()
             else:
@@ -615,56 +468,62 @@ class Trainer:
             # A KeyboardInterrupt raised by a callback (or by Python code when no stop handler
             # could be installed) between epochs: stop cleanly, the epochs that ran are kept, the
             # best weights restored and the callbacks (a run folder) finish normally.
-            if state[it.ST_JOB] >= 0:  # interrupted inside a Python op: the epoch is incomplete
+            if state.job >= 0:  # interrupted inside a Python op: the epoch is incomplete
                 raise
             interrupted = True
         finally:
-            self.optimizer.iterations = int(state[it.ST_STEP])
+            self.optimizer.iterations = int(state.step)
             self._set_training(False)
             requested = stop is not None and stop.requested
-            if requested and state[it.ST_STOPPED] in (it.STOP_AFTER_EPOCH, it.STOP_NOW):
-                state[it.ST_STOPPED] = 0.0  # a Ctrl-C is not early stopping: a resume goes on
-            self.history_ = self._history_frame(history, state, monitor)
-            self._batch_frame(state)
-        interrupted = interrupted or requested
-        if status == st.PAUSED or interrupted:  # stopped early: apply the best-weights rule
-            it._restore_best(cfg, state, program.params, self._best)
-            self.history_.attrs["restored_best"] = bool(state[it.ST_RESTORED])
-            self.history_.attrs["stop_reason"] = ("interrupted (KeyboardInterrupt)" if interrupted
-                                                  else "stopped by a callback")
-        if callbacks:  # (building the logs costs pandas work a plain fit should not pay)
-            callbacks.on_train_end(self, self.history_.iloc[-1].to_dict()
-                                   if len(self.history_) else {})
-        if verbose:
-            print(_summary_line(self.history_, patience, tol))
-        return self.history_
+            if requested:
+                state.clear_stop_request()  # a Ctrl-C is not early stopping: a resume goes on
+            self.history_ = fit_history(history, state, self._fit_start, plan.monitor,
+                                        classification)
+            self._batch_frame()
+        return status, interrupted or requested
 
-    def _run_in_worker(self, run, stop, history, state, epochs, initial_epoch, verbose):
+    def _run_in_worker(self, run, stop: StopRequest, history: np.ndarray, plan: FitPlan):
         """Run the single compiled call ``run`` in a worker thread (it releases the GIL) while
         this (main) thread draws the progress bar from the history rows already written and
         turns Ctrl-C into a stop request that the compiled loop honours after the current epoch.
         """
         from nnjit.train.builtin_callbacks import ProgressBar
 
+        verbose = plan.verbose
         bar = ProgressBar() if verbose == 1 or verbose is True else ProgressBar(verbose=0)
-        bar.on_train_begin(self, {"epochs": epochs, "initial_epoch": initial_epoch})
-        worker = _Worker(run)
-        shown = initial_epoch
-        try:
-            with stop.on_sigint():
-                worker.start()
-                while not worker.done.wait(_POLL_SECONDS):
-                    shown = _show_rows(bar, self, history, state, shown)
-        except BaseException:  # a second Ctrl-C (or an error here): stop before the next job
-            _stop_worker(worker, stop)
-            if isinstance(worker.outcome.get("error"), KeyboardInterrupt):
-                raise worker.outcome["error"] from None  # (its message says what was abandoned)
-            raise
-        finally:
-            _stop_worker(worker, stop)  # never leave the arrays to a running loop
-            shown = _show_rows(bar, self, history, state, shown)
+        bar.on_train_begin(self, {"epochs": plan.epochs, "initial_epoch": plan.initial_epoch})
+        shown = plan.initial_epoch
+        state, classification = self._run_state, self.loss.is_classification
+
+        def poll():
+            nonlocal shown
+            shown = show_rows(bar, history, state, shown, classification)
+
+        def finish():
+            poll()
             bar.on_train_end(self)
-        return worker.result()
+
+        return run_in_worker(run, stop, poll, finish)
+
+    def _end_fit(self, plan: FitPlan, status, interrupted: bool) -> pd.DataFrame:
+        """Apply the best-weights rule to a fit stopped early, end the callbacks, report."""
+        if status == st.PAUSED or interrupted:  # stopped early: apply the best-weights rule
+            restore_best(self._config, self._run_state, self.program.params, self._best)
+            self.history_.attrs["restored_best"] = bool(self._run_state.restored)
+            self.history_.attrs["stop_reason"] = ("interrupted (KeyboardInterrupt)" if interrupted
+                                                  else "stopped by a callback")
+        if plan.callbacks:  # (building the logs costs pandas work a plain fit should not pay)
+            plan.callbacks.on_train_end(self, self.history_.iloc[-1].to_dict()
+                                        if len(self.history_) else {})
+        if plan.verbose:
+            print(summary_line(self.history_))
+        return self.history_
+
+    def _batch_frame(self) -> None:
+        """``batch_history_`` from the compiled per-batch log, up to the last finished epoch."""
+        if self._batch_log is not None:
+            self.batch_history_ = batch_history(self._batch_log, self._run_state,
+                                                self.loss.is_classification)
 
     # -- fit state (exact resume) ----------------------------------------------------------------
     def fit_state(self) -> dict | None:
@@ -675,128 +534,13 @@ class Trainer:
         """
         if self.program is None or getattr(self, "_plateau", None) is None:
             return None
-        state = self._state
-        keep_best = (self._cfg[it.C_RESTORE_BEST] != 0.0 and state[it.ST_BEST_EPOCH] >= 0
-                     and self._monitor_code != it.MONITOR_TRAIN_LOSS)
-        return {
-            "epoch": float(state[it.ST_EPOCH]), "fit_step": float(state[it.ST_FIT_STEP]),
-            "best": float(state[it.ST_BEST]), "best_epoch": float(state[it.ST_BEST_EPOCH]),
-            "bad_epochs": float(state[it.ST_BAD_EPOCHS]),
-            "stopped": float(state[it.ST_STOPPED] == 1.0), "lr": float(state[it.ST_LR]),
-            "monitor": float(self._monitor_code),
-            "plateau": np.array(self._plateau, dtype=np.float64),
-            "best_params": (np.array(self._best, copy=True) if keep_best
-                            else np.zeros(0, dtype=self.dtype)),
-        }
-
-    def _carry_fit_state(self, initial_epoch: int, plateau: np.ndarray, saved):
-        """Continue early stopping, the plateau rule and the best snapshot from the saved fit
-        state when it was taken after ``initial_epoch`` epochs; returns it (None otherwise)."""
-        import warnings
-
-        fit = saved.get("fit")
-        if fit is None:  # no fit yet, or a checkpoint written before fit states existed
-            return None
-        if int(fit["epoch"]) != initial_epoch or int(fit["monitor"]) != self._monitor_code:
-            why = (f"was saved after epoch {int(fit['epoch'])}"
-                   if int(fit["epoch"]) != initial_epoch else "monitors another metric")
-            warnings.warn(f"fit: initial_epoch={initial_epoch} but the trainer's saved fit state "
-                          f"{why}: early stopping, ReduceLROnPlateau and callback states start "
-                          "afresh", stacklevel=3)
-            return None
-        state = self._state
-        state[it.ST_FIT_STEP] = fit["fit_step"]
-        state[it.ST_BEST] = fit["best"]
-        state[it.ST_BEST_EPOCH] = fit["best_epoch"]
-        state[it.ST_BAD_EPOCHS] = fit["bad_epochs"]
-        state[it.ST_STOPPED] = fit["stopped"]
-        saved_plateau = fit["plateau"]
-        if plateau.size and saved_plateau.size == plateau.size:
-            plateau[len(PLATEAU_PARAMS):] = saved_plateau[len(PLATEAU_PARAMS):]
-            state[it.ST_LR] = fit["lr"]
-        best = fit["best_params"]
-        if best.size == self._best.size:
-            self._best[:] = best
-        return saved
-
-    def _warn_restored_weights(self, initial_epoch: int) -> None:
-        """Warn when the previous fit ended by restoring an earlier epoch's weights: continuing
-        from them is not the uninterrupted fit that ``initial_epoch`` suggests."""
-        state = self._state
-        best = int(state[it.ST_BEST_EPOCH]) + 1  # 1-based, as epochs are counted
-        if (self.program is not None and state[it.ST_RESTORED] == 1.0
-                and int(state[it.ST_EPOCH]) == initial_epoch and best != initial_epoch):
-            import warnings
-
-            warnings.warn(f"fit: initial_epoch={initial_epoch} continues from the weights of "
-                          f"epoch {best}, which the previous fit restored (restore_best) when "
-                          f"it ended, not from epoch {initial_epoch}'s: to continue exactly, "
-                          "save a checkpoint during the fit (in a callback's on_epoch_end) and "
-                          "load it", stacklevel=3)
-
-    def _load_callback_states(self, callbacks, saved) -> None:
-        states = saved.get("callbacks") or {}
-        for key, cb in _callback_keys(callbacks):
-            if key in states:
-                cb.load_state(states[key])
+        return resume.fit_state(self._run_state, self._config, self._monitor_code,
+                                self._plateau, self._best)
 
     def callback_states(self) -> dict:
         """``{key: state}`` of the current fit's callbacks that have a state (see
         :meth:`Callback.state`); keys are class names, with ``#2``, ``#3`` for repeats."""
-        callbacks = getattr(self, "_callbacks", None)
-        if not callbacks:
-            return {}
-        out = {}
-        for key, cb in _callback_keys(callbacks):
-            state = cb.state()
-            if state is not None:
-                out[key] = state
-        return out
-
-    def _schedule(self, scheduler, monitor: str, epochs: int, steps_per_epoch: int):
-        """(lr_table, plateau) arrays for the compiled loop; empty arrays mean "not used"."""
-        none = _NONE
-        if scheduler is None:
-            return none, none
-        if isinstance(scheduler, ReduceLROnPlateau):
-            if (scheduler.mode == "max") != (monitor == "val_accuracy"):
-                raise ValueError(f"fit: ReduceLROnPlateau(mode={scheduler.mode!r}) does not fit "
-                                 f"monitor={monitor!r}; use mode='max' for accuracy, 'min' for "
-                                 "losses")
-            return none, np.concatenate([scheduler.plateau_params(),
-                                         scheduler.plateau_state(self.optimizer.lr)])
-        return scheduler.lr_table(self.optimizer.lr, epochs, steps_per_epoch), none
-
-    def _batch_frame(self, state) -> None:
-        """``batch_history_`` from the compiled per-batch log, up to the last finished epoch."""
-        if self._batch_log is None:
-            return
-        import pandas as pd
-
-        log = self._batch_log
-        rows = log[(log[:, 0] > 0) & (log[:, 0] <= state[it.ST_EPOCH])]  # finished epochs
-        frame = pd.DataFrame(rows, columns=list(it.BATCH_COLUMNS))
-        frame[["epoch", "batch"]] = frame[["epoch", "batch"]].astype(np.int64)
-        if not self.loss.is_classification:
-            frame["train_accuracy"] = np.nan
-        self.batch_history_ = frame
-
-    def _history_frame(self, history, state, monitor) -> pd.DataFrame:
-        """The history of this fit's epochs so far, a DataFrame built on first use (see
-        :mod:`nnjit.train.history`); ``history`` rows up to the last epoch must not change."""
-        start = self._fit_start
-        row = state.tolist()  # Python floats: one call instead of four NumPy scalars
-        end = max(int(row[it.ST_EPOCH]), start)
-        best = int(row[it.ST_BEST_EPOCH])
-        attrs = {
-            "monitor": monitor,
-            "best_epoch": best + 1 if best >= 0 else None,  # absolute, 1-based
-            "best_value": row[it.ST_BEST] if best >= 0 else None,
-            "restored_best": bool(row[it.ST_RESTORED]),
-            "stop_reason": ("early stopping: " + monitor + " did not improve")
-            if row[it.ST_STOPPED] else "reached the epoch limit",
-        }
-        return history_frame(history[start:end], self.loss.is_classification, attrs)
+        return resume.callback_states(getattr(self, "_callbacks", None))
 
     # -- inference -------------------------------------------------------------------------------
     # predict, predict_proba, predict_outputs and evaluate need no fit: the first call traces the
@@ -841,13 +585,13 @@ class Trainer:
                              f"features, got array of shape {X.shape}")
 
     def _run_simple(self, task, X, Y, out):
-        state = np.zeros(it.STATE_WIDTH, dtype=np.float64)
-        state[it.ST_JOB] = -1
-        cfg = self._cfg.copy()
-        cfg[it.C_EVAL_BATCH] = self.program.max_batch
+        state = RunState.for_task()
+        cfg = self._config.copy()
+        cfg.eval_batch = self.program.max_batch
         with single_threaded_blas():
-            self.program.run(task, (X, Y, X, Y, np.zeros(0, np.int64)), self._no_training(cfg),
-                             state, self._best, np.zeros((1, 7)), out)
+            self.program.run(task, (X, Y, X, Y, np.zeros(0, np.int64)),
+                             self._no_training(cfg.row), state.row, self._best, np.zeros((1, 7)),
+                             out)
         return state
 
     def _no_training(self, cfg):
@@ -907,7 +651,7 @@ class Trainer:
         graph's nodes: ``evaluate(graph, "test")`` (a mask name or bool array; every node when
         omitted). No fit needed (see :meth:`predict_outputs`)."""
         loader = (FullBatch(data, y) if isinstance(data, Graph)
-                  else self._as_loader(data, y, "evaluate"))
+                  else as_loader(data, y, "evaluate"))
         if isinstance(loader, FullBatch):
             X = self._inference_input(loader, "evaluate")
         else:
@@ -918,10 +662,10 @@ class Trainer:
             raise ValueError(f"evaluate: y has {Y.shape[1]} columns, the model was laid out for "
                              f"{self.program.target_cols}")
         state = self._run_simple(it.TASK_EVALUATE, X, Y, self._empty(1))
-        n = state[it.ST_VAL_N]
-        result = {"loss": state[it.ST_VAL_LOSS] / n}
+        n = state.val_n
+        result = {"loss": state.val_loss / n}
         if self.loss.is_classification:
-            result["accuracy"] = state[it.ST_VAL_CORRECT] / n
+            result["accuracy"] = state.val_correct / n
         return result
 
     def gradients(self, X, y=None) -> dict[str, np.ndarray]:
@@ -939,13 +683,12 @@ class Trainer:
         Xa = loader.features(self.dtype)
         Y = self._compile(Xa, lambda k: loader.targets(self.loss, k, self.dtype), len(Xa),
                           "gradients")
-        state = np.zeros(it.STATE_WIDTH, dtype=np.float64)
-        state[it.ST_JOB] = -1
+        state = RunState.for_task()
         with single_threaded_blas():
             self.program.run(it.TASK_GRADIENT, (Xa, Y, Xa, Y, np.arange(len(Xa))),
-                             self._no_training(self._cfg), state, self._best, np.zeros((1, 7)),
-                             self._empty(1))
-        self.last_loss_ = state[it.ST_BATCH_LOSS] / max(state[it.ST_BATCH_COUNT], 1.0)
+                             self._no_training(self._cfg), state.row, self._best,
+                             np.zeros((1, 7)), self._empty(1))
+        self.last_loss_ = state.batch_loss / max(state.batch_count, 1.0)
         return {n: np.array(p.grad, copy=True) for n, p in self.model.named_parameters()}
 
     # -- checkpoints -----------------------------------------------------------------------------
@@ -1022,199 +765,5 @@ def _refuse_graph_model(model: Module, what: str) -> None:
             raise ValueError(f"{what}: {type(model).__name__} is a graph model (layer {layer}); "
                              "pass the Graph (or a FullBatch of it), not an array")
 
-#: ``state[ST_STOPPED]`` value of a stop request (Ctrl-C); early stopping writes 1.0. The
-#: compiled loop checks this field before every epoch, so the request is honoured once the
-#: current epoch (with its validation and best-weights bookkeeping) is complete. A second
-#: Ctrl-C writes ``it.STOP_NOW``, which the loop checks before every job.
-_STOP_REQUESTED = it.STOP_AFTER_EPOCH
-_POLL_SECONDS = 0.05  # how often the main thread looks at a threaded fit's progress
 
-
-def _in_main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
-
-
-class _StopRequest:
-    """Ctrl-C during a fit: ask the compiled loop to stop after the current epoch."""
-
-    def __init__(self, state: np.ndarray):
-        self.state = state
-        self.requested = False
-
-    def request(self, now: bool = False) -> None:
-        """Stop after the current epoch, or (``now``) before the running epoch's next job."""
-        self.requested = True
-        if now and self.state[it.ST_STOPPED] != 1.0:
-            self.state[it.ST_STOPPED] = it.STOP_NOW
-        elif self.state[it.ST_STOPPED] == 0.0:
-            self.state[it.ST_STOPPED] = _STOP_REQUESTED
-
-    def call_in_thread(self, execute, args):
-        """``execute(*args)`` in a helper thread while this (main) thread waits, so Ctrl-C
-        handlers run during a compiled epoch; leaving early asks the loop to stop now."""
-        worker = _Worker(lambda: execute(*args))
-        worker.start()
-        try:
-            worker.done.wait()
-        except KeyboardInterrupt:  # the second Ctrl-C (the handler asked for a stop now)
-            _stop_worker(worker, self)
-            if worker.outcome.get("result", (None,))[0] == st.INTERRUPTED:
-                return worker.outcome["result"]  # Program.run raises it, saying what was abandoned
-            raise
-        finally:
-            _stop_worker(worker, self)
-        return worker.result()
-
-    @contextlib.contextmanager
-    def on_sigint(self):
-        """While inside, SIGINT requests a stop; a second one raises KeyboardInterrupt in the
-        Python code that runs (fit treats it as a stop between epochs). Only in the main
-        thread, and only when SIGINT has Python's default handler."""
-        import signal
-
-        if not _in_main_thread() or signal.getsignal(signal.SIGINT) is not \
-                signal.default_int_handler:
-            yield
-            return
-
-        def handler(signum, frame):
-            if self.requested:
-                self.request(now=True)  # the compiled loop stops before its next job
-                signal.default_int_handler(signum, frame)
-            print("\nfit: interrupted (Ctrl-C): stopping after the current epoch; the history is "
-                  "kept and the best weights restored", file=sys.stderr, flush=True)
-            self.request()
-
-        previous = signal.signal(signal.SIGINT, handler)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
-
-
-class _EpochCaller:
-    """Runs a chunked fit's compiled calls: directly while they are short, in a helper thread
-    (:meth:`_StopRequest.call_in_thread`, where a second Ctrl-C is seen mid-epoch) once one
-    took longer than ``THREAD_AFTER_SECONDS`` or when the epoch looks long from the start
-    (rows x parameters). A thread per call costs ~0.1-2 ms (more on a loaded machine)."""
-
-    THREAD_AFTER_SECONDS = 0.05
-    LONG_EPOCH_WORK = 5e7  # rows x parameters of an epoch that takes tens of milliseconds
-
-    def __init__(self, stop: _StopRequest, work: float):
-        self.stop = stop
-        self.threaded = work >= self.LONG_EPOCH_WORK
-
-    def __call__(self, execute, args):
-        if self.threaded:
-            return self.stop.call_in_thread(execute, args)
-        import time
-
-        start = time.perf_counter()
-        result = execute(*args)
-        self.threaded = time.perf_counter() - start > self.THREAD_AFTER_SECONDS
-        return result
-
-
-class _Worker:
-    """``fn()`` in a daemon thread; ``done`` is set when it has returned or raised.
-
-    Completion is an Event, not ``Thread.is_alive()``: on Python 3.11 a ``join`` interrupted by
-    KeyboardInterrupt can mark a running thread as stopped, and a process that then exits while
-    the compiled loop still writes its arrays crashes (SIGSEGV).
-    """
-
-    def __init__(self, fn):
-        import threading
-
-        self.outcome: dict = {}
-        self.done = threading.Event()
-
-        def work():
-            try:
-                self.outcome["result"] = fn()
-            except BaseException as e:  # re-raised by result()
-                self.outcome["error"] = e
-            finally:
-                self.done.set()
-
-        self.thread = threading.Thread(target=work, name="nnjit-fit", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def result(self):
-        if "error" in self.outcome:
-            raise self.outcome["error"]
-        return self.outcome["result"]
-
-
-def _stop_worker(worker: _Worker, stop: _StopRequest) -> None:
-    """Wait for a compiled call running in ``worker``, asking it to stop before its next job."""
-    while not worker.done.is_set():
-        stop.request(now=True)
-        worker.done.wait(_POLL_SECONDS)
-
-
-def _show_rows(bar, trainer, history, state, shown: int) -> int:
-    """Feed the history rows the compiled loop finished since ``shown`` to the progress bar."""
-    done = int(state[it.ST_EPOCH])  # rows below it are complete (the row is written first)
-    if bar.active and done > shown:  # one bar update per poll, with the latest row
-        logs = dict(zip(it.HISTORY_COLUMNS, history[done - 1].tolist()))
-        if not trainer.loss.is_classification:
-            logs["train_accuracy"] = logs["val_accuracy"] = float("nan")
-        bar.advance(done - shown, logs)
-    return max(done, shown)
-
-
-def _callback_keys(callbacks):
-    """``(key, callback)`` pairs: the class name, ``Name#2`` for its second instance, ..."""
-    seen: dict[str, int] = {}
-    for cb in callbacks.callbacks:
-        name = type(cb).__name__
-        seen[name] = seen.get(name, 0) + 1
-        yield (name if seen[name] == 1 else f"{name}#{seen[name]}"), cb
-
-
-# Empty arrays passed where the compiled loop expects an array that is not used (never written:
-# they have no elements), shared so a fit does not allocate them.
-_NONE = np.zeros(0, dtype=np.float64)
-_NO_CALLBACKS = CallbackList()  # a fit without callbacks (never changed)
 _NO_SPANS = np.zeros((0, 2), dtype=np.int64)  # no regularizer: no penalised spans
-_EMPTIES: dict = {}
-
-
-def _empty_1d(dtype) -> np.ndarray:
-    key = (dtype, None)
-    empty = _EMPTIES.get(key)
-    if empty is None:
-        empty = _EMPTIES[key] = np.zeros(0, dtype=dtype)
-    return empty
-
-
-def _epoch_line(row) -> str:
-    parts = [f"epoch {int(row['epoch'])}", f"loss {row['train_loss']:.4f}"]
-    if not np.isnan(row["val_loss"]):
-        parts.append(f"val_loss {row['val_loss']:.4f}")
-    if not np.isnan(row["val_accuracy"]):
-        parts.append(f"val_accuracy {row['val_accuracy']:.4f}")
-    parts.append(f"{row['seconds'] * 1e3:.2f} ms")
-    return " - ".join(parts)
-
-
-def _summary_line(history: pd.DataFrame, patience: int, tol: float) -> str:
-    if history.empty:
-        return "fit: no epoch completed"
-    last = history.iloc[-1]
-    text = (f"fit: {len(history)} epochs of compiled training in {history['seconds'].sum():.3f} s "
-            f"({history.attrs['stop_reason']}); final loss {last['train_loss']:.4f}")
-    best = history.attrs.get("best_epoch")
-    monitor = history.attrs.get("monitor")
-    if best is not None and monitor in history.columns:
-        value = history.attrs.get("best_value")  # the best epoch may precede initial_epoch
-        text += f"; best {monitor} {value:.4f} at epoch {best}"
-        if history.attrs.get("restored_best"):
-            text += " (weights restored)"
-    return text

@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
 
+from nnjit.checks import Int, is_real
 from nnjit.viz.metrics import confusion_counts, normalize_counts
 
 PALETTE = qualitative.Plotly
@@ -307,19 +308,17 @@ def tsne_coordinates(features, perplexity: float = 30.0, seed: int = 0, *,
     if not np.isfinite(X).all():
         bad = np.flatnonzero(~np.isfinite(X).all(axis=1))
         raise ValueError(f"tsne: features have NaN/inf in {len(bad)} rows (first row {bad[0]})")
-    if not (isinstance(perplexity, (int, float, np.number)) and 0 < perplexity < X.shape[0]):
+    if not (is_real(perplexity) and 0 < perplexity < X.shape[0]):
         raise ValueError(f"tsne: perplexity must be > 0 and below the number of samples "
                          f"({X.shape[0]}), got {perplexity!r}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"tsne: seed must be an int >= 0, got {seed!r}")
+    seed = Int(min=0).check("tsne: seed", seed)
     try:
         from sklearn.manifold import TSNE
     except ImportError as exc:
         raise ImportError("nnjit.viz.tsne needs scikit-learn, an optional extra: "
                           "pip install 'nnjit[viz]'") from exc
-    if max_iter is not None and (isinstance(max_iter, bool) or not isinstance(
-            max_iter, (int, np.integer)) or max_iter < 250):
-        raise ValueError(f"tsne: max_iter must be an int >= 250 or None, got {max_iter!r}")
+    max_iter = Int(min=250, none_ok=True, says="an int >= 250 or None").check("tsne: max_iter",
+                                                                              max_iter)
     kwargs = {} if max_iter is None else {"max_iter": int(max_iter)}
     model = TSNE(n_components=2, perplexity=float(perplexity), random_state=int(seed),
                  init="pca", learning_rate="auto", **kwargs)

@@ -499,18 +499,6 @@ def test_no_allocations_in_the_kernels():
     assert counts[0] == counts[1], counts
 
 
-def test_spmm_forward_parallel_build_matches_serial():
-    g = Graph(50, 40, *np.random.default_rng(3).integers(0, 40, (2, 300)), 1)
-    for weighted, heads in ((True, 2), (False, 1)):
-        w = g.normal(g.E, heads)
-        x = g.normal(50, heads * 4)
-        a = np.empty((40, heads * 4))
-        b = np.empty((40, heads * 4))
-        G.spmm_forward(g.indptr, g.src, w, x, a, weighted)
-        G.spmm_forward_parallel(g.indptr, g.src, w, x, b, weighted)
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-
-
 # ------------------------------------------------------------------------------------------------
 # PyTorch Geometric (optional)
 # ------------------------------------------------------------------------------------------------

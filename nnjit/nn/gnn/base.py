@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from nnjit.checks import Int
 from nnjit.config import DEFAULT_DTYPE
 from nnjit.graph.edges import Edges, SparseFeatures
 from nnjit.graph.tape import Tensor
@@ -13,11 +14,12 @@ from nnjit.nn.module import Module
 from nnjit.nn.parameter import Parameter
 from nnjit.random import generator
 
+_POSITIVE = Int(min=1, says="a positive int")
+
 
 def positive_int(layer: str, name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{layer}: {name} must be a positive int, got {value!r}")
-    return int(value)
+    """``value`` as an int >= 1, else an error naming ``layer: name``."""
+    return _POSITIVE.check(f"{layer}: {name}", value)
 
 
 def glorot(shape: tuple[int, int], fan: tuple[int, int] | None = None) -> Parameter:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from nnjit.checks import Real
 from nnjit.graph.edges import head_dot, head_mean
 from nnjit.nn import functional as F
 from nnjit.nn.gnn.base import MessagePassing, glorot, positive_int, zeros
@@ -34,10 +35,9 @@ class GATConv(MessagePassing):
                  bias: bool = True):
         super().__init__(in_channels, out_channels)
         self.heads = positive_int("GATConv", "heads", heads)
-        if not 0.0 <= float(dropout) < 1.0:
-            raise ValueError(f"GATConv: dropout must be in [0, 1), got {dropout!r}")
+        dropout = Real(min=0, lt=1).check("GATConv: dropout", dropout)
         self.concat = bool(concat)
-        self.negative_slope = float(negative_slope)
+        self.negative_slope = Real().check("GATConv: negative_slope", negative_slope)
         self.dropout = float(dropout)
         self.add_self_loops = bool(add_self_loops)
         width = self.heads * out_channels

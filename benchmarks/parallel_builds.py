@@ -1,9 +1,17 @@
-"""Parallel (``prange``) twins of the big elementwise and optimizer kernels, and when to use them.
+"""Parallel (``prange``) twins of the big elementwise, optimizer and spmm kernels, and when to use
+them: what ``python -m benchmarks.parallel`` measures.
 
-One source, two builds (as umap's ``layouts.py``): the kernels in ``elementwise.py`` and
-``optim.py`` write disjoint elements per iteration and loop with ``prange``, which their serial
-builds treat as ``range``. :func:`parallel_build` compiles the same Python function a second time
-with ``parallel=True``, so the twin computes what the serial kernel computes, split over threads.
+No training path calls the twins (the interpreter's parallel optimizer build was reverted: a
+few percent faster with an idle second core, several times slower while another process used
+it), so they live here, beside the benchmark, and ``import nnjit`` leaves numba's threading layer
+alone. Wiring them back in means moving this module into ``nnjit/kernels/`` again and calling
+:func:`parallel_min_sizes` from the trainer.
+
+One source, two builds (as umap's ``layouts.py``): the kernels in ``nnjit/kernels/elementwise.py``,
+``optim.py`` and ``graph_ops.py`` (``spmm_forward``) write disjoint elements per iteration and loop
+with ``prange``, which their serial builds treat as ``range``. :func:`parallel_build` compiles the
+same Python function a second time with ``parallel=True``, so the twin computes what the serial
+kernel computes, split over threads.
 
 When it pays (``python -m benchmarks.parallel``, see :data:`PARALLEL_MIN_SIZE`): a parallel region
 costs 1-2.5 us here, so only large arrays gain (or a few thousand exp/tanh/erf), and nothing gains
@@ -17,11 +25,11 @@ by size, with ``mins = parallel_min_sizes(...)`` passed in from Python (an int64
 
 Threading layers: numba runs parallel regions on ``tbb``, ``omp`` or ``workqueue``. ``workqueue``
 aborts the whole process when two Python threads enter parallel regions at once (nnjit's trainers
-run in threads), so importing this module asks numba for a thread-safe layer (``'threadsafe'``:
-tbb, else omp) before any parallel function is compiled or loaded, and :func:`parallel_available`
-says False (with one warning) where only ``workqueue`` is left. GNU OpenMP is also not fork-safe:
-a ``fork()``-ed child of a process that started omp threads is killed by its first parallel
-region, so :func:`parallel_available` is False there too.
+run in threads), so importing this module (not nnjit) asks numba for a thread-safe layer
+(``'threadsafe'``: tbb, else omp) before any parallel function is compiled or loaded, and
+:func:`parallel_available` says False (with one warning) where only ``workqueue`` is left.
+GNU OpenMP is also not fork-safe: a ``fork()``-ed child of a process that started omp threads is
+killed by its first parallel region, so :func:`parallel_available` is False there too.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ import numpy as np
 from numba.np.ufunc import parallel as _npar
 
 from nnjit.kernels import elementwise as _ke
+from nnjit.kernels import graph_ops as _kg
 from nnjit.kernels import optim as _ko
 from nnjit.kernels._jit import jit, renamed_copy
 
@@ -116,6 +125,13 @@ mul_forward_parallel = parallel_build(_ke.mul_forward)
 mul_backward_parallel = parallel_build(_ke.mul_backward)
 dropout_backward_parallel = parallel_build(_ke.dropout_backward)
 # dropout_forward has no twin: it draws from one sequential RNG stream.
+
+#: ``prange`` over targets; the backward spmm kernels scatter into source rows and stay serial.
+spmm_forward_parallel = parallel_build(_kg.spmm_forward)
+
+#: Smallest ``E * F`` (edges times feature columns) from which :data:`spmm_forward_parallel` was
+#: >= 1.4x faster on an idle 2-core machine (docs/performance.md, "Parallel builds").
+SPMM_PARALLEL_MIN_WORK = 32_768
 
 #: serial kernel name -> (serial build, parallel build), for benchmarks and tests.
 TWINS = {

@@ -1,4 +1,5 @@
-"""Parallel twins: same results as the serial builds, threading-layer safety, concurrent threads.
+"""Parallel twins (benchmarks/parallel_builds.py, no training path uses them): same results as
+the serial builds, threading-layer safety, concurrent threads.
 
 Speed is not asserted here (``benchmarks/parallel.py`` measures it); these check that the twins
 are safe to switch in: identical numbers, a warning and a serial fallback under ``workqueue``, no
@@ -20,9 +21,10 @@ import numba
 import numpy as np
 import pytest
 
+from benchmarks import parallel_builds as kp
 from nnjit.kernels import elementwise as ke
+from nnjit.kernels import graph_ops as kg
 from nnjit.kernels import optim as ko
-from nnjit.kernels import parallel as kp
 
 N = 20_011  # odd and large enough that every thread gets a chunk with a vector body and a tail
 ROOT = Path(__file__).resolve().parents[2]
@@ -272,7 +274,7 @@ def test_configure_layer(monkeypatch, fresh_warnings, request_, loadable, expect
 
 @needs_jit
 def test_this_process_uses_a_safe_layer():
-    # importing nnjit.kernels.parallel asked numba for "threadsafe" before any parallel code ran
+    # importing benchmarks.parallel_builds asked numba for "threadsafe" before any parallel code ran
     if kp.threading_layer() not in ("tbb", "omp"):
         pytest.skip(f"no thread-safe layer installed here ({kp.threading_layer()!r})")
     assert kp.parallel_available() is True
@@ -325,7 +327,7 @@ def test_two_threads_run_parallel_kernels_concurrently():
 
 FORK_CHILD = """
 import os, warnings, numpy as np
-from nnjit.kernels import parallel as kp
+from benchmarks import parallel_builds as kp
 x = np.ones(10_000, np.float32)
 kp.relu_forward_parallel(x, x.copy())  # starts the threading layer's threads in the parent
 r, w = os.pipe()
@@ -358,7 +360,8 @@ def test_fork_after_omp_turns_parallel_off_in_the_child():
 # -- the on-disk cache keeps the two builds apart --------------------------------------------------
 CACHE_CHILD = """
 import json, numpy as np, numba
-from nnjit.kernels import elementwise as ke, parallel as kp
+from benchmarks import parallel_builds as kp
+from nnjit.kernels import elementwise as ke
 x = np.linspace(-3, 3, 100_001).astype(np.float32)
 ys, ya = np.empty_like(x), np.empty_like(x)
 ke.tanh_forward(x, ys)
@@ -385,3 +388,19 @@ def test_serial_and_parallel_builds_have_separate_cache_entries(tmp_path):
     assert runs[0]["hits"] == [0, 0] and runs[1]["hits"] == [1, 1]
     assert runs[0]["equal"] and runs[1]["equal"]
     assert runs[1]["layer"] in ("tbb", "omp", "workqueue")
+
+
+def test_spmm_forward_parallel_build_matches_serial():
+    rng = np.random.default_rng(3)
+    n_src, n_dst, n_edges = 50, 40, 300
+    dst = np.sort(rng.integers(0, n_dst, n_edges))  # CSR by target
+    src = rng.integers(0, n_src, n_edges).astype(np.int64)
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(dst, minlength=n_dst)))).astype(np.int64)
+    for weighted, heads in ((True, 2), (False, 1)):
+        w = rng.standard_normal((n_edges, heads))
+        x = rng.standard_normal((n_src, heads * 4))
+        a = np.empty((n_dst, heads * 4))
+        b = np.empty((n_dst, heads * 4))
+        kg.spmm_forward(indptr, src, w, x, a, weighted)
+        kp.spmm_forward_parallel(indptr, src, w, x, b, weighted)
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)

@@ -1,0 +1,92 @@
+"""What a fit shows and returns: its history frames, the per-epoch and summary lines, and the
+progress rows of a fit whose single compiled call runs in a worker thread."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from nnjit.graph import interpreter as it
+from nnjit.train.history import history_frame
+from nnjit.train.run_state import RunState
+
+if TYPE_CHECKING:  # pandas costs ~100 ms at import; it is loaded when the first history is built
+    import pandas as pd
+
+
+def fit_history(history: np.ndarray, state: RunState, start: int, monitor: str,
+                classification: bool) -> pd.DataFrame:
+    """The history of a fit's epochs ``start + 1 ..`` so far, a DataFrame built on first use
+    (see :mod:`nnjit.train.history`); ``history`` rows up to the last epoch must not change.
+    Its ``attrs`` come from the state as it is now, and are also made on first use."""
+    row = state.row.tolist()  # Python floats, and a snapshot for the attrs
+    end = max(int(row[it.ST_EPOCH]), start)
+    return history_frame(history[start:end], classification, partial(_attrs, row, monitor))
+
+
+def _attrs(row: list, monitor: str) -> dict:
+    """``history.attrs`` from a snapshot of the state row."""
+    best = int(row[it.ST_BEST_EPOCH])
+    return {
+        "monitor": monitor,
+        "best_epoch": best + 1 if best >= 0 else None,  # absolute, 1-based
+        "best_value": row[it.ST_BEST] if best >= 0 else None,
+        "restored_best": bool(row[it.ST_RESTORED]),
+        "stop_reason": ("early stopping: " + monitor + " did not improve")
+        if row[it.ST_STOPPED] else "reached the epoch limit",
+    }
+
+
+def batch_history(log: np.ndarray, state: RunState, classification: bool) -> pd.DataFrame:
+    """``batch_history_`` from the compiled per-batch log, up to the last finished epoch."""
+    import pandas as pd
+
+    rows = log[(log[:, 0] > 0) & (log[:, 0] <= state.epoch)]  # finished epochs
+    frame = pd.DataFrame(rows, columns=list(it.BATCH_COLUMNS))
+    frame[["epoch", "batch"]] = frame[["epoch", "batch"]].astype(np.int64)
+    if not classification:
+        frame["train_accuracy"] = np.nan
+    return frame
+
+
+def show_rows(bar, history: np.ndarray, state: RunState, shown: int,
+              classification: bool) -> int:
+    """Feed the history rows the compiled loop finished since ``shown`` to the progress bar;
+    returns the rows shown so far."""
+    done = int(state.epoch)  # rows below it are complete (the row is written first)
+    if bar.active and done > shown:  # one bar update per poll, with the latest row
+        logs = dict(zip(it.HISTORY_COLUMNS, history[done - 1].tolist()))
+        if not classification:
+            logs["train_accuracy"] = logs["val_accuracy"] = float("nan")
+        bar.advance(done - shown, logs)
+    return max(done, shown)
+
+
+def epoch_line(row) -> str:
+    """The line ``verbose=2`` prints after every epoch."""
+    parts = [f"epoch {int(row['epoch'])}", f"loss {row['train_loss']:.4f}"]
+    if not np.isnan(row["val_loss"]):
+        parts.append(f"val_loss {row['val_loss']:.4f}")
+    if not np.isnan(row["val_accuracy"]):
+        parts.append(f"val_accuracy {row['val_accuracy']:.4f}")
+    parts.append(f"{row['seconds'] * 1e3:.2f} ms")
+    return " - ".join(parts)
+
+
+def summary_line(history: pd.DataFrame) -> str:
+    """The line a verbose fit prints at its end."""
+    if history.empty:
+        return "fit: no epoch completed"
+    last = history.iloc[-1]
+    text = (f"fit: {len(history)} epochs of compiled training in {history['seconds'].sum():.3f} s "
+            f"({history.attrs['stop_reason']}); final loss {last['train_loss']:.4f}")
+    best = history.attrs.get("best_epoch")
+    monitor = history.attrs.get("monitor")
+    if best is not None and monitor in history.columns:
+        value = history.attrs.get("best_value")  # the best epoch may precede initial_epoch
+        text += f"; best {monitor} {value:.4f} at epoch {best}"
+        if history.attrs.get("restored_best"):
+            text += " (weights restored)"
+    return text

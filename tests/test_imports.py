@@ -1,0 +1,178 @@
+"""Import rules of the package, read from the source with ``ast`` (issue 12's layout):
+
+- no import circle between nnjit's modules, counting imports inside functions too (a lazy import
+  of another nnjit module that closes a circle still hides one; lazy imports of optional extras
+  such as torch are not nnjit modules and do not count);
+- nothing inside the package imports the package face (``import nnjit``, or ``from nnjit import
+  X`` where X is a name of ``nnjit/__init__.py`` rather than a submodule): a module imports what
+  it uses from where it is defined;
+- ``nnjit/kernels`` imports nothing from nnjit outside ``kernels`` (pure compiled kernels at the
+  bottom of the layers).
+
+Each allowlist below holds today's known offenders, each entry with the issue that removes it. An
+entry that no longer occurs fails the test, so the lists only shrink.
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+PACKAGE = pathlib.Path(__file__).parents[1] / "nnjit"
+
+#: Imports (importer, imported) that still close a circle; the cycle test ignores them.
+CIRCLE_ALLOWLIST = {
+    # issue 12 (layers: nn never imports train or export): Module's convenience methods
+    # (predict, summary, save_safetensors, save_onnx) import upwards lazily; predict and the
+    # summary build a Trainer.
+    ("nnjit.nn.module", "nnjit.export.onnx_export"),
+    ("nnjit.nn.module", "nnjit.export.safetensors_io"),
+    ("nnjit.nn.module", "nnjit.nn.summary"),
+    ("nnjit.nn.module", "nnjit.train.trainer"),
+    ("nnjit.nn.summary", "nnjit.train.trainer"),
+}
+
+#: kernels modules' imports from nnjit outside kernels (importer, imported).
+KERNELS_ALLOWLIST = {
+    # issue 12: the fastmath flags live in nnjit/config.py (the name that clashes with
+    # experiment/config.py); they belong next to the decorator.
+    ("nnjit.kernels._jit", "nnjit.config"),
+    # issue 12: the compiled plateau rule is defined in schedulers.py next to its Python twin.
+    ("nnjit.kernels.gradients", "nnjit.schedulers"),
+}
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _face_names() -> set[str]:
+    """Names bound in nnjit/__init__.py that are not submodules (the re-exported API)."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return {n for n in names if f"nnjit.{n}" not in MODULES and n != "annotations"}
+
+
+def _imports(module: str):
+    """``(lineno, imported module, name or None)`` for every import of an nnjit module in
+    ``module``, at any depth (in functions too). ``from pkg import x`` counts as importing
+    ``pkg.x`` when that is a module, else ``pkg`` (with ``name`` x)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "nnjit":
+                    yield node.lineno, alias.name, None
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            if base.split(".")[0] != "nnjit":
+                continue
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                yield (node.lineno, full, None) if full in MODULES else (node.lineno, base,
+                                                                          alias.name)
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {}
+    for module in MODULES:
+        targets = set()
+        for _, name, _ in _imports(module):
+            while name and name not in MODULES:  # an attribute path: its module
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                targets.add(name)
+        graph[module] = targets
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_import_graph_is_read():
+    graph = _graph()
+    assert "nnjit.experiment.config" in graph["nnjit.experiment.runs"]
+    assert "nnjit.kernels._jit" in graph["nnjit.kernels.dense"]
+    assert len(graph) == len(MODULES) > 50
+
+
+def test_no_import_circle_inside_the_package():
+    graph = _graph()
+    stale = sorted(e for e in CIRCLE_ALLOWLIST if e[1] not in graph.get(e[0], ()))
+    assert not stale, f"these imports are gone: delete them from CIRCLE_ALLOWLIST: {stale}"
+    for importer, imported in CIRCLE_ALLOWLIST:
+        graph[importer] = graph[importer] - {imported}
+    cycles = _cycles(graph)
+    detail = [[f"{a} -> {b}" for a in c for b in sorted(graph[a] & set(c))] for c in cycles]
+    assert not cycles, f"import circles: {detail}"
+
+
+def test_the_circle_check_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_nothing_inside_the_package_imports_the_package_face():
+    face = _face_names()
+    assert {"Trainer", "Linear", "__version__"} <= face and "datasets" not in face
+    offenders = []
+    for module, path in MODULES.items():
+        if module == "nnjit":
+            continue
+        for lineno, name, attr in _imports(module):
+            if name == "nnjit" and (attr is None or attr in face):
+                offenders.append(f"{path.relative_to(PACKAGE.parent)}:{lineno}")
+    assert not offenders, f"import from the defining module instead of nnjit: {offenders}"
+
+
+def test_kernels_import_nothing_above_them():
+    graph = _graph()
+    found = {(m, t) for m, targets in graph.items() if m.startswith("nnjit.kernels")
+             for t in targets if not t.startswith("nnjit.kernels")}
+    stale = sorted(KERNELS_ALLOWLIST - found)
+    assert not stale, f"these imports are gone: delete them from KERNELS_ALLOWLIST: {stale}"
+    above = sorted(found - KERNELS_ALLOWLIST)
+    assert not above, f"kernels import from nnjit outside kernels: {above}"
