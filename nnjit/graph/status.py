@@ -78,8 +78,8 @@ def raise_for_status(status: int, op_index: int, epoch: int, program, restored: 
         raise UnknownOpcodeError(_unknown_opcode_message(op_index, program))
     if status == UNKNOWN_OPTIMIZER:
         raise RuntimeError(f"the run configuration names optimizer kind {op_index}, which the "
-                           "compiled loop does not know (nnjit.kernels.optim.OPT_*): the run "
-                           "stopped before that update")
+                           "compiled loop does not know (nnjit.kernels.optim.optimizer_step has "
+                           "no branch for it): the run stopped before that update")
     if status == NO_ROWS:
         raise ValueError("the data has no rows to run (0 samples, or a mask that selects no "
                          "node)")
