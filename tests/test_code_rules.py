@@ -55,9 +55,6 @@ GENERATED = ("benchmarks/results/",)
 #: Known dead references in files this rule's author could not edit; each fix is listed in the
 #: issue-12 report. (file, reference) -> why it is allowed.
 DEAD_PATHS_ALLOWED = {
-    ("nnjit/graph/opcodes.py", "nnjit/graph/graph_ops.py"): "now nnjit/kernels/graph_ops.py",
-    ("nnjit/graph/opcodes.py", "tests/graph/test_graph_ops.py"):
-        "now tests/kernels/test_graph_ops.py (kernels) and tests/gnn/test_layers.py (interpreter)",
     ("benchmarks/gnn.py", "examples/gcn.py"): "a file of PyTorch Geometric's repository",
 }
 #: Dotted names that look like modules but are not ("nnjit.tabular_encoding" is a file format).

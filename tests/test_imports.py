@@ -25,9 +25,6 @@ PACKAGE = pathlib.Path(__file__).parents[1] / "nnjit"
 
 #: Imports (importer, imported) that still close a circle; the cycle test ignores them.
 CIRCLE_ALLOWLIST = {
-    # issue 12 (families helper): sampled_batch takes _load_batch and the L_* indices from the
-    # interpreter, which loads sampled batches through sampled_batch.
-    ("nnjit.graph.interpreter", "nnjit.graph.sampled_batch"),
     # Module.summary_str imports the summary lazily, which walks the model with nn.module's
     # walk_modules and finds graph layers through nn.gnn.base (whose MessagePassing is a Module).
     ("nnjit.nn.module", "nnjit.nn.summary"),
@@ -35,8 +32,6 @@ CIRCLE_ALLOWLIST = {
 
 #: kernels modules' imports from nnjit outside kernels (importer, imported).
 KERNELS_ALLOWLIST = {
-    # issue 12 (families helper): the activation dispatcher reads the opcodes from graph.opcodes.
-    ("nnjit.kernels.families", "nnjit.graph.opcodes"),
     # issue 12: the fastmath flags live in nnjit/config.py (the name that clashes with
     # experiment/config.py); they belong next to the decorator.
     ("nnjit.kernels._jit", "nnjit.config"),
