@@ -28,10 +28,12 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+import scipy.sparse as sp
 
 import nnjit as nn
 from nnjit.losses import Loss
-from nnjit.ops.graph_reference import OpGraph, csr_from_edges, with_self_loops
+from nnjit.ops.graph_reference import OpGraph, with_self_loops
+from nnjit.ops.spec import dim_names
 from tests.helpers import finite_difference_gradients
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,7 +42,6 @@ GRADIENT_TOL = {"rtol": 1e-5, "atol": 1e-7}
 # The graph ops' dims (nnjit/ops/spec.py): the graph fixes N nodes, E edges of the op's CSR and
 # Z non-zeros of the sparse features (an input shaped (Z, 1) is those non-zeros); H is the
 # number of heads, which the recorders also take as the keyword ``heads``.
-GRAPH_DIMS = ("N", "E", "Z")
 FEATURES_SHAPE = ("Z", "1")
 GRAPH_HYPER_DIMS = {"heads": "H"}
 EDGE_SETS = ("raw", "loops")
@@ -122,115 +123,90 @@ def variants(spec) -> list[Variant]:
 
 
 class Case:
-    """One drawn instance of an op: dims, hyperparameters, inputs, graph."""
+    """One drawn instance of an op: its graph (graph ops), dims, hyperparameters and inputs."""
 
     def __init__(self, spec, draw, variant: Variant, loss: bool):
         self.spec = spec
         self.loss = loss
-        self.rng = np.random.default_rng(draw(0, 2**32 - 1))
-        names = spec_dim_names(spec)
-        self.graph = self.nx_graph = None
         self.csr = variant.csr
-        if spec.graph:
-            self.sparse = any(tuple(shape) == FEATURES_SHAPE for shape in spec.inputs)
-            self._draw_graph(draw, names)
-        self.dims = {}
-        for name in names:
-            if name in self.dims:
-                continue
-            if spec.graph and name in GRAPH_DIMS:
-                continue
-            self.dims[name] = draw(1, MAX_BATCH if name == "B" else MAX_DIM)
-        if spec.graph:
-            self.dims.update(self.graph_dims)
+        self.present = list(variant.present)
+        self.rng = np.random.default_rng(draw(0, 2**32 - 1))
+        self.graph = self.data = None  # the op's OpGraph, and the nn.Graph the trainer runs on
+        self.dims = self._draw_graph(draw) if spec.graph else {}
+        for name in dim_names(spec.signature):
+            if name not in self.dims:
+                self.dims[name] = draw(1, MAX_BATCH if name == "B" else MAX_DIM)
         self.hyper = {}
-        dim_of = GRAPH_HYPER_DIMS if spec.graph else {}  # a hyper that is a dim of the signature
+        dim_of = GRAPH_HYPER_DIMS if spec.graph else {}
         for h in spec.hyper:
-            dim = dim_of.get(h, h)
-            value = self.dims[dim] if dim in self.dims else spec.sample_hyper[h]
+            value = self.dims.get(dim_of.get(h, h), spec.sample_hyper[h])
             if isinstance(value, (tuple, list)):  # alternatives: draw one
                 value = value[draw(0, len(value) - 1)]
             self.hyper[h] = value
         in_shapes, self.out_shape = spec.shapes(self.dims)
-        self.present = list(variant.present)
-        lo, hi = spec.input_domain
         self.inputs = []
         for k, shape in enumerate(in_shapes):
             if not self.present[k]:
                 self.inputs.append(None)
-            elif spec.graph and tuple(spec.inputs[k]) == FEATURES_SHAPE:
-                self.inputs.append(self.nx_graph.x.data.astype(np.float64).reshape(-1, 1))
+            elif self.is_features(k):
+                self.inputs.append(self.data.x.data.astype(np.float64).reshape(-1, 1))
+            elif loss and k == 1:
+                self.inputs.append(self.loss_target(shape))
             else:
-                self.inputs.append(self.draw_values(shape, lo, hi))
-        if loss:
-            self.inputs[1] = self.loss_target(in_shapes[1])
+                self.inputs.append(nudge(self.rng.uniform(*spec.input_domain, size=shape)))
 
-    def draw_values(self, shape, lo, hi):
-        return nudge(self.rng.uniform(lo, hi, size=shape))
+    def is_features(self, k: int) -> bool:
+        """Input k is the graph's sparse feature non-zeros (not a parameter: the graph's data)."""
+        return self.spec.graph and tuple(self.spec.inputs[k]) == FEATURES_SHAPE
 
     def loss_target(self, shape):
-        """Targets the loss accepts (``spec.sample_target(rng, shape)``, else its domain)."""
+        """Targets the loss accepts: ``spec.sample_target(rng, dims)`` if the spec has one, else
+        values in its domain."""
         sample = getattr(self.spec, "sample_target", None)
         if sample is not None:
-            return np.asarray(sample(self.rng, shape), np.float64).reshape(shape)
-        return self.draw_values(shape, *self.spec.input_domain)
+            return np.asarray(sample(self.rng, self.dims), np.float64).reshape(shape)
+        return self.rng.uniform(*self.spec.input_domain, size=shape)
 
-    def _draw_graph(self, draw, names):
-        """A small graph: isolated nodes likely, duplicate edges and self loops allowed."""
-        n = draw(1, 5)
-        e = draw(1, 8)
+    def _draw_graph(self, draw) -> dict[str, int]:
+        """A small graph (isolated nodes likely, duplicate edges and self loops allowed) with
+        sparse features when the op reads them; returns the dims it fixes."""
+        n, e = draw(1, 5), draw(1, 8)
         hot = draw(1, n)  # targets from a subset of the nodes: the others are isolated
         src = self.rng.integers(0, n, e)
         dst = self.rng.integers(0, hot, e)
-        if self.sparse:
-            f = draw(1, MAX_DIM)
-            dense = self.rng.uniform(*self.spec.input_domain, size=(n, f))
-            dense[self.rng.random((n, f)) < 0.4] = 0.0
+        dims = {"N": n}
+        x = np.zeros((n, 1))
+        sparse = any(self.is_features(k) for k in range(self.spec.arity))
+        if sparse:
+            dims["F"] = draw(1, MAX_DIM)
+            dense = self.rng.uniform(*self.spec.input_domain, size=(n, dims["F"]))
+            dense[self.rng.random(dense.shape) < 0.4] = 0.0
             dense[0, 0] = 1.5  # at least one non-zero
-            import scipy.sparse as sp
-
             x = sp.csr_matrix(dense)
-            self.dims_from_features = {"F": f}
-        else:
-            x = np.zeros((n, 1))
-            self.dims_from_features = {}
-        y = self.rng.integers(0, 2, n)
-        self.nx_graph = nn.Graph.from_arrays(x, np.stack([src, dst]), y)
+        self.data = nn.Graph.from_arrays(x, np.stack([src, dst]), self.rng.integers(0, 2, n))
+        features = None
+        if sparse:
+            xs = self.data.x
+            features = (xs.indptr.astype(np.int64), xs.indices.astype(np.int64), xs.shape[1])
+            dims["Z"] = int(xs.nnz)
         if self.csr == "loops":
             src, dst = with_self_loops(src, dst, n)
-        features = None
-        if self.sparse:
-            xs = self.nx_graph.x
-            features = (xs.indptr.astype(np.int64), xs.indices.astype(np.int64), xs.shape[1])
         self.graph = OpGraph.from_edges(src, dst, n, features=features)
-        self.graph_dims = {"N": n, "E": self.graph.num_edges,
-                           "Z": int(self.nx_graph.x.nnz) if self.sparse else 0,
-                           **self.dims_from_features}
+        dims["E"] = self.graph.num_edges
+        return dims
 
     def reference(self):
         args = [None if a is None else a.copy() for a in self.inputs]
-        hyper = {h: v for h, v in self.hyper.items()}
         if self.spec.graph:
-            return self.spec.reference(self.graph, *args, **hyper)
-        return self.spec.reference(*args, **hyper)
+            return self.spec.reference(self.graph, *args, **self.hyper)
+        return self.spec.reference(*args, **self.hyper)
 
     def describe(self) -> str:
-        parts = [f"dims {self.dims}", f"hyper {self.hyper}",
-                 f"inputs present {self.present}"]
+        parts = [f"dims {self.dims}", f"hyper {self.hyper}", f"inputs present {self.present}"]
         if self.graph is not None:
             parts.append(f"edge set {self.csr}, CSR indptr {self.graph.indptr.tolist()} "
                          f"src {self.graph.src.tolist()}")
         return "; ".join(parts)
-
-
-def spec_dim_names(spec) -> list[str]:
-    names = []
-    for shape in (*spec.inputs, spec.output):
-        for expr in shape:
-            for factor in expr.split("*"):
-                if not factor.isdigit() and factor not in names:
-                    names.append(factor)
-    return names
 
 
 # ------------------------------------------------------------------------------------------------
@@ -246,7 +222,6 @@ class Probe(nn.Module):
         super().__init__()
         self.case = case
         spec = case.spec
-        self.names = []
         for k, a in enumerate(case.inputs):
             if a is not None and k in spec.grad_inputs:
                 setattr(self, f"in{k}", nn.Parameter(a.copy()))
@@ -261,7 +236,7 @@ class Probe(nn.Module):
         for k, a in enumerate(case.inputs):
             if a is None:
                 ins.append(None)
-            elif spec.graph and tuple(spec.inputs[k]) == FEATURES_SHAPE:
+            elif case.is_features(k):
                 ins.append(features)  # the graph's sparse features (their non-zeros)
             elif hasattr(self, f"in{k}"):
                 ins.append(tape.parameter(getattr(self, f"in{k}"), f"in{k}"))
@@ -332,7 +307,7 @@ def _run(spec, case: Case) -> str:
         X, Y = np.zeros((case.inputs[0].shape[0], 1)), case.inputs[1]
     elif spec.graph:
         loss = nn.CrossEntropyLoss()
-        X, Y = case.nx_graph, None
+        X, Y = case.data, None
     else:
         loss = nn.MSELoss()
         X = np.zeros((case.out_shape[0], 1))
