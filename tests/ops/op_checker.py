@@ -144,28 +144,23 @@ class Case:
                 value = value[draw(0, len(value) - 1)]
             self.hyper[h] = value
         in_shapes, self.out_shape = spec.shapes(self.dims)
+        # values a (low, high) domain cannot describe (class indices...) come from the spec
+        sampler = getattr(spec, "sample_inputs", None)
+        special = sampler(self.rng, dict(self.dims)) if sampler is not None else {}
         self.inputs = []
         for k, shape in enumerate(in_shapes):
             if not self.present[k]:
                 self.inputs.append(None)
             elif self.is_features(k):
                 self.inputs.append(self.data.x.data.astype(np.float64).reshape(-1, 1))
-            elif loss and k == 1:
-                self.inputs.append(self.loss_target(shape))
+            elif k in special:
+                self.inputs.append(np.asarray(special[k], np.float64).reshape(shape))
             else:
                 self.inputs.append(nudge(self.rng.uniform(*spec.input_domain, size=shape)))
 
     def is_features(self, k: int) -> bool:
         """Input k is the graph's sparse feature non-zeros (not a parameter: the graph's data)."""
         return self.spec.graph and tuple(self.spec.inputs[k]) == FEATURES_SHAPE
-
-    def loss_target(self, shape):
-        """Targets the loss accepts: ``spec.sample_target(rng, dims)`` if the spec has one, else
-        values in its domain."""
-        sample = getattr(self.spec, "sample_target", None)
-        if sample is not None:
-            return np.asarray(sample(self.rng, self.dims), np.float64).reshape(shape)
-        return self.rng.uniform(*self.spec.input_domain, size=shape)
 
     def _draw_graph(self, draw) -> dict[str, int]:
         """A small graph (isolated nodes likely, duplicate edges and self loops allowed) with

@@ -69,7 +69,7 @@ def test_the_registry_holds_every_builtin_family():
 
 @pytest.mark.parametrize(("opcode", "spec", "variant"), CASES,
                          ids=[f"{s.name.lower()}-{v}".strip("-") for _, s, v in CASES])
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(data=st.data())
 def test_op_matches_its_reference_and_finite_differences(opcode, spec, variant, data):
     check_op(spec, hypothesis_draw(data), variant, loss=is_loss(opcode))
