@@ -154,7 +154,12 @@ class Case:
             elif self.is_features(k):
                 self.inputs.append(self.data.x.data.astype(np.float64).reshape(-1, 1))
             elif k in special:
-                self.inputs.append(np.asarray(special[k], np.float64).reshape(shape))
+                value = np.asarray(special[k], np.float64)
+                if value.shape != tuple(shape):
+                    raise OpCheckError(f"{spec.name}: sample_inputs gave input {k} shape "
+                                       f"{value.shape}, the signature {spec.signature!r} says "
+                                       f"{tuple(shape)} for dims {self.dims}")
+                self.inputs.append(value)
             else:
                 self.inputs.append(nudge(self.rng.uniform(*spec.input_domain, size=shape)))
 
@@ -293,6 +298,9 @@ def check_op(spec, draw, variant: Variant | None = None, *, loss: bool = False) 
         return _run(spec, case)
     except OpCheckError as e:
         raise OpCheckError(f"{e}\n  case: {case.describe()}") from None
+    except Exception as e:  # the recorder, the trainer or the reference refused the case
+        raise OpCheckError(f"{spec.name}: {type(e).__name__}: {e}\n  case: {case.describe()}"
+                           ) from e
 
 
 def _run(spec, case: Case) -> str:
