@@ -39,6 +39,7 @@ from nnjit.graph.slot_views import slot_flat, slot_view
 from nnjit.kernels import dense as kd
 from nnjit.kernels import graph_ops as kg
 from nnjit.kernels._jit import inlined, jit
+from nnjit.ops import graph_reference as ref
 from nnjit.ops.context import CTX_GDATA, CTX_GRADS, CTX_RECORDS, CTX_ROWS, CTX_SLOTS, CTX_VALUES
 from nnjit.ops.context import dispatcher
 from nnjit.ops.family import OpFamily, register
@@ -94,32 +95,31 @@ def head_mean(edges, x, bias=None, *, heads):
 
 
 _CSR_AUX = "which CSR: GRAPH_RAW (0), GRAPH_LOOPS (1)"
-_NOTE = ("needs a graph: tests/kernels/test_graph_ops.py checks its kernels against NumPy "
-         "references, tests/gnn/test_layers.py the layers through the interpreter")
 SPECS = (
-    OpSpec("SPMM", 3, "(N,H*C),(E,H)?,(1,H*C)?->(N,H*C)", None, spmm, grad_inputs=(0, 1, 2),
-           aux={"aux0": _CSR_AUX}, graph=True, reference_note=_NOTE),
-    OpSpec("EDGE_WEIGHTS", 0, "->(E,1)", None, edge_weights, hyper=("kind",),
+    OpSpec("SPMM", 3, "(N,H*C),(E,H)?,(1,H*C)?->(N,H*C)", ref.spmm, spmm, grad_inputs=(0, 1, 2),
+           aux={"aux0": _CSR_AUX}, graph=True),
+    OpSpec("EDGE_WEIGHTS", 0, "->(E,1)", ref.edge_weights, edge_weights, hyper=("kind",),
            sample_hyper={"kind": ("gcn", "mean")},
            aux={"aux0": _CSR_AUX, "aux1": "EDGE_WEIGHTS_GCN (0) or EDGE_WEIGHTS_MEAN (1)"},
-           graph=True, reference_note=_NOTE),
-    OpSpec("SCATTER_MAX", 1, "(N,F)->(N,F)", None, scatter_max, grad_inputs=(0,),
-           aux={"aux0": _CSR_AUX}, graph=True,
-           reference_note=_NOTE + "; in1 is the argmax slot (N, F) its recorder makes"),
-    OpSpec("SEGMENT_SOFTMAX", 1, "(E,H)->(E,H)", None, segment_softmax, grad_inputs=(0,),
-           aux={"aux0": _CSR_AUX}, graph=True, reference_note=_NOTE),
-    OpSpec("HEAD_DOT", 2, "(N,H*C),(1,H*C)->(N,H)", None, head_dot, hyper=("heads",),
+           graph=True),
+    # (in1 of its record is the argmax slot (N, F) its recorder makes)
+    OpSpec("SCATTER_MAX", 1, "(N,F)->(N,F)", ref.scatter_max, scatter_max, grad_inputs=(0,),
+           aux={"aux0": _CSR_AUX}, graph=True),
+    OpSpec("SEGMENT_SOFTMAX", 1, "(E,H)->(E,H)", ref.segment_softmax, segment_softmax,
+           grad_inputs=(0,), aux={"aux0": _CSR_AUX}, graph=True),
+    OpSpec("HEAD_DOT", 2, "(N,H*C),(1,H*C)->(N,H)", ref.head_dot, head_dot, hyper=("heads",),
            sample_hyper={"heads": 2}, grad_inputs=(0, 1), aux={"aux0": "GRAPH_RAW (unused)"},
-           graph=True, reference_note=_NOTE),
-    OpSpec("EDGE_GATHER_ADD", 2, "(N,H),(N,H)->(E,H)", None, edge_gather_add, grad_inputs=(0, 1),
-           aux={"aux0": _CSR_AUX}, graph=True, reference_note=_NOTE),
-    OpSpec("CSR_DENSE", 3, "(Z,1),(O,F),(1,O)?->(N,O)", None, csr_dense, grad_inputs=(1, 2),
+           graph=True),
+    OpSpec("EDGE_GATHER_ADD", 2, "(N,H),(N,H)->(E,H)", ref.edge_gather_add, edge_gather_add,
+           grad_inputs=(0, 1), aux={"aux0": _CSR_AUX}, graph=True),
+    OpSpec("CSR_DENSE", 3, "(Z,1),(O,F),(1,O)?->(N,O)", ref.csr_dense, csr_dense,
+           grad_inputs=(1, 2),
            aux={"aux0": "GRAPH_FEATURES (2): the sparse feature matrix (N, F) with Z non-zeros",
                 "aux1": "slot of the transposed weight's scratch (F, O)"},
-           graph=True, reference_note=_NOTE),
-    OpSpec("HEAD_MEAN", 2, "(N,H*C),(1,C)?->(N,C)", None, head_mean, hyper=("heads",),
+           graph=True),
+    OpSpec("HEAD_MEAN", 2, "(N,H*C),(1,C)?->(N,C)", ref.head_mean, head_mean, hyper=("heads",),
            sample_hyper={"heads": 2}, grad_inputs=(0, 1), aux={"aux0": "GRAPH_RAW (unused)"},
-           graph=True, reference_note=_NOTE),
+           graph=True),
 )
 _END = FIRST_OPCODE + len(SPECS)
 

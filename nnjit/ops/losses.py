@@ -59,21 +59,21 @@ def _softmax_ce(logits, targets):
 
 
 def _class_targets(rng, dims):
-    """Class indices (B, 1) when T == 1, else one-hot rows (B, K)."""
-    b, k, t = dims["B"], dims["K"], dims["T"]
-    labels = rng.integers(0, k, b)
-    return {1: labels.reshape(b, 1) if t == 1 else np.eye(k)[labels][:, :t]}
+    """Class indices (B, 1)."""
+    return {1: rng.integers(0, dims["K"], (dims["B"], 1))}
 
 
 def _binary_targets(rng, dims):
-    return {1: rng.integers(0, 2, (dims["B"], dims["T"])).astype(np.float64)}
+    return {1: rng.integers(0, 2, (dims["B"], dims["K"])).astype(np.float64)}
 
 
-_LOSS = "(B,K),(B,T)->(1,1)"
+# Targets have the prediction's shape; cross-entropy's signature names its class-index form
+# (probability rows (B, K) are its other form: tests/kernels/test_loss.py).
+_LOSS = "(B,K),(B,K)->(1,1)"
 _LOSS_AUX = {"aux0": "unused (-1)"}
 
 SPECS = (
-    OpSpec("SOFTMAX_CE", 2, _LOSS, _softmax_ce, softmax_ce, grad_inputs=(0,),
+    OpSpec("SOFTMAX_CE", 2, "(B,K),(B,1)->(1,1)", _softmax_ce, softmax_ce, grad_inputs=(0,),
            aux={**_LOSS_AUX, "aux1": "1 when targets hold class indices (T == 1), 0 for "
                                      "probability rows (T == K)"},
            sample_inputs=_class_targets),
