@@ -99,11 +99,15 @@ class OpFamily:
 
 @functools.cache
 def _digest(family: OpFamily) -> str:
-    h = hashlib.sha256()
+    # contents only, in an order that does not depend on where the files are: the same
+    # family in another folder (a moved project, a temporary directory) reuses its build
+    contents = []
     for path in source_files(family.forward, family.backward, family.load_job):
-        h.update(path.encode())
         with open(path, "rb") as f:
-            h.update(f.read())
+            contents.append(hashlib.sha256(f.read()).digest())
+    h = hashlib.sha256()
+    for digest in sorted(contents):
+        h.update(digest)
     return h.hexdigest()
 
 
@@ -118,37 +122,45 @@ def _followed(module_name: str | None) -> bool:
 
 def source_files(*functions) -> list[str]:
     """Sorted source files of ``functions`` and, transitively, of every function, numba
-    dispatcher or module their code names (globals, attributes of modules)."""
+    dispatcher or module their code names (globals, and attributes of modules the code reaches
+    through them: ``pkg.kernels.f`` and re-exports such as ``from pkg import kernels as K``)."""
     files: set[str] = set()
-    seen: set[int] = set()
-    todo = [f for f in functions if f is not None]
+    seen: set[tuple[int, frozenset]] = set()
+    todo = [(f, frozenset()) for f in functions if f is not None]
     while todo:
-        obj = todo.pop()
-        if id(obj) in seen:
+        obj, names = todo.pop()
+        if (id(obj), names) in seen:
             continue
-        seen.add(id(obj))
+        seen.add((id(obj), names))
         if isinstance(obj, types.ModuleType):
             path = getattr(obj, "__file__", None)
             if path and _followed(obj.__name__):
                 files.add(path)
-                todo.extend(v for v in vars(obj).values()
+                todo.extend((v, frozenset()) for v in vars(obj).values()
                             if getattr(v, "__module__", None) == obj.__name__
                             and (hasattr(v, "py_func") or isinstance(v, types.FunctionType)))
+                # names the referencing code reads as attributes: submodules, re-exports
+                todo.extend((getattr(obj, n), names) for n in names if hasattr(obj, n))
             continue
         fn = getattr(obj, "py_func", obj)  # a numba dispatcher's Python function
         if not isinstance(fn, types.FunctionType) or not _followed(fn.__module__):
             continue
         files.add(fn.__code__.co_filename)
         codes = [fn.__code__]
+        used: set[str] = set()
         while codes:
             code = codes.pop()
-            for name in code.co_names:
-                if name in fn.__globals__:
-                    todo.append(fn.__globals__[name])
+            used.update(code.co_names)
             codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+        used_names = frozenset(used)
+        for name in used_names:
+            if name in fn.__globals__:
+                value = fn.__globals__[name]
+                todo.append((value, used_names if isinstance(value, types.ModuleType)
+                             else frozenset()))
         for cell in fn.__closure__ or ():
             try:
-                todo.append(cell.cell_contents)
+                todo.append((cell.cell_contents, frozenset()))
             except ValueError:  # an empty cell
                 pass
     return sorted(files)
