@@ -1,0 +1,73 @@
+"""The SiLU op family of ``benchmarks.custom_ops``: a user-defined family, outside the package,
+written as ``docs/custom-ops.md`` describes (kernels, one spec, a recorder, two dispatchers).
+
+Kept in its own file so that editing the benchmark's report does not change the family's source
+digest (which would compile its build again).
+"""
+
+import math
+
+import numpy as np
+
+from nnjit import ops
+
+
+@ops.kernel
+def silu_forward(x, y):
+    """y = x * sigmoid(x), the sigmoid computed stably. Shapes: x, y (n,)."""
+    zero = x.dtype.type(0.0)
+    one = x.dtype.type(1.0)
+    for k in range(x.shape[0]):
+        v = x[k]
+        e = math.exp(-abs(v))
+        r = one / (one + e)
+        y[k] = v * (r if v >= zero else e * r)
+
+
+@ops.kernel
+def silu_backward(x, dy, dx, accumulate):
+    """dx (+)= dy * s * (1 + x * (1 - s)) with s = sigmoid(x). Shapes: x, dy, dx (n,)."""
+    zero = x.dtype.type(0.0)
+    one = x.dtype.type(1.0)
+    for k in range(x.shape[0]):
+        v = x[k]
+        e = math.exp(-abs(v))
+        r = one / (one + e)
+        s = r if v >= zero else e * r
+        g = dy[k] * s * (one + v * (one - s))
+        if accumulate:
+            dx[k] += g
+        else:
+            dx[k] = g
+
+
+def silu(x):
+    """Record SiLU of ``x`` on its tape (inside a Module's forward)."""
+    return FAMILY.record("SILU", x)
+
+
+@ops.dispatcher
+def forward(op, i, ctx):
+    if op == SILU:
+        silu_forward(ops.input_flat(ctx, i, 0), ops.output_flat(ctx, i))
+    else:
+        return False
+    return True
+
+
+@ops.dispatcher
+def backward(op, i, ctx):
+    if op == SILU:
+        if ops.needs_grad(ctx, i, 0):
+            silu_backward(ops.input_flat(ctx, i, 0), ops.output_grad_flat(ctx, i),
+                          ops.input_grad_flat(ctx, i, 0), ops.accumulates(ctx, i, 0))
+    else:
+        return False
+    return True
+
+
+SPECS = [ops.OpSpec(name="SILU", arity=1, signature="(B,F)->(B,F)",
+                    reference=lambda x: x / (1.0 + np.exp(-x)), recorder=silu,
+                    grad_inputs=(0,))]
+FAMILY = ops.register(ops.OpFamily("bench_silu", SPECS, forward, backward))
+SILU = FAMILY.opcode("SILU")
