@@ -43,7 +43,7 @@ def silu_backward(x, dy, dx, accumulate):
 
 def silu(x):
     """Record SiLU of ``x`` on its tape (inside a Module's forward)."""
-    return FAMILY.record("SILU", x)
+    return x.tape.record(SILU, [x], x.rows, x.cols)
 
 
 @ops.dispatcher
