@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnjit.graph.opcodes import GRAPH_FEATURES, GRAPH_LOOPS, GRAPH_RAW
 from nnjit.kernels._jit import jit
 from nnjit.kernels.views import view1d
+
+# aux0 of graph ops: which CSR of this table they read.
+GRAPH_RAW, GRAPH_LOOPS, GRAPH_FEATURES = 0, 1, 2
+# aux1 of EDGE_WEIGHTS: which weights it computes.
+EDGE_WEIGHTS_GCN, EDGE_WEIGHTS_MEAN = 0, 1
 
 G_MODE, G_NUM_NODES, G_CSR = 0, 1, 2
 N_CSR = 3

@@ -18,45 +18,38 @@ the kernels made it slower: numba's cost is mostly per compiled function, plus p
 from __future__ import annotations
 
 import functools
+import hashlib
 
 import numpy as np
 
 from nnjit.graph import status as st
 from nnjit.graph.arena import S_OFFSET
-from nnjit.graph.opcodes import (
-    ACCUMULATE,
-    GRAPH_FIRST,
-    GRAPH_LAST,
-    NEEDS_GRAD,
-    R_AUX0,
-    R_AUX1,
-    R_FLAGS,
-    R_IN0,
-    R_IN1,
-    R_IN2,
-    R_OPCODE,
-    R_OUT,
-    Opcode,
+from nnjit.graph.batch_loading import (  # noqa: F401  (L_*: the layout names, read from here)
+    L_INPUT,
+    L_LOSS_OP,
+    L_MAX_BATCH,
+    L_N_PARAMS,
+    L_OUTPUT,
+    L_SCRATCH,
+    L_TARGET,
+    LAYOUT_WIDTH,
+    load_rows,
 )
+from nnjit.graph.records import R_OPCODE, R_OUT
 from nnjit.graph.slot_views import slot_flat as _flat
 from nnjit.graph.slot_views import slot_view as _view
-from nnjit.kernels import dense as kd
-from nnjit.kernels import elementwise as ke
-from nnjit.kernels import families as kf
 from nnjit.kernels import gradients as gk
 from nnjit.kernels import loss as kl
 from nnjit.kernels import optim as ko
 from nnjit.kernels import rng as kr
 from nnjit.kernels._jit import jit, renamed_copy
 from nnjit.kernels.clock import monotonic_ns
-from nnjit.kernels.views import borrow, view2d
+from nnjit.kernels.views import borrow
+from nnjit.ops import activations, dense, dropout, elementwise, losses, python_op
+from nnjit.ops.family import OpFamily
 
 # Tasks.
 TASK_FIT, TASK_EVALUATE, TASK_PREDICT, TASK_GRADIENT = 0, 1, 2, 3
-
-# Program layout vector (int64).
-L_INPUT, L_TARGET, L_OUTPUT, L_LOSS_OP, L_N_PARAMS, L_SCRATCH, L_MAX_BATCH = range(7)
-LAYOUT_WIDTH = 7
 
 # Run configuration (float64).
 (
@@ -81,7 +74,7 @@ LAYOUT_WIDTH = 7
 CONFIG_WIDTH = 17
 
 MONITOR_VAL_LOSS, MONITOR_VAL_ACCURACY, MONITOR_TRAIN_LOSS = 0, 1, 2
-OPT_SGD, OPT_ADAM, OPT_RMSPROP = kf.OPT_SGD, kf.OPT_ADAM, kf.OPT_RMSPROP
+OPT_SGD, OPT_ADAM, OPT_RMSPROP = ko.OPT_SGD, ko.OPT_ADAM, ko.OPT_RMSPROP
 
 # Run state (float64): every variable that must survive a return to Python.
 (
@@ -124,216 +117,146 @@ DIR_IDLE, DIR_FORWARD, DIR_BACKWARD = 0, 1, 2
 # epoch; STOP_NOW abandons the running epoch before its next job (status INTERRUPTED).
 STOP_AFTER_EPOCH, STOP_NOW = 2.0, 3.0
 
-_DENSE = int(Opcode.DENSE)
-_ADD = int(Opcode.ADD)
-_MUL = int(Opcode.MUL)
-_RELU = int(Opcode.RELU)
-# opcodes.py numbers families in blocks of ten: the activation dispatcher gets all of 20-29, so an
-# activation without a branch there reaches its final else instead of running as another op
-_ACTIVATIONS_END = _RELU + 10
-_DROPOUT = int(Opcode.DROPOUT)
-_SOFTMAX_CE = int(Opcode.SOFTMAX_CE)
-_MSE = int(Opcode.MSE)
-_BCE = int(Opcode.BCE_WITH_LOGITS)
-_PYTHON_OP = int(Opcode.PYTHON_OP)
-_GRAPH_FIRST = int(GRAPH_FIRST)
-_GRAPH_LAST = int(GRAPH_LAST)
-_NEEDS = NEEDS_GRAD
-_ACC = ACCUMULATE
+_PYTHON_OP = python_op.FAMILY.block.start
+
+#: The families of the base build, inlined in every build: what an MLP compiles.
+CORE_FAMILIES = tuple(m.FAMILY for m in (dense, elementwise, activations, dropout, losses))
 
 
-@jit
-def _scratch_like(scratch, like, needed):
-    """A scratch view shaped like ``like`` when ``needed`` (else ``like`` itself, unused)."""
-    if needed:
-        return view2d(scratch, 0, like.shape[0], like.shape[1])
-    return like
+# -- family dispatch -----------------------------------------------------------------------------
+# The core families are dispatched here, one range test each; any other opcode goes to the
+# extension chain, which handles nothing in the base build. build_for swaps in a chain of links,
+# one per extra family: a link sends an opcode of its family's block to the family's dispatcher
+# and any other to the next link (renamed copies of the link template with its globals swapped;
+# numba reads global ints as compile-time constants, so each link is one range test).
+_DENSE_FIRST, _DENSE_END = dense.FAMILY.block.start, dense.FAMILY.block.stop
+_EW_FIRST, _EW_END = elementwise.FAMILY.block.start, elementwise.FAMILY.block.stop
+_ACT_FIRST, _ACT_END = activations.FAMILY.block.start, activations.FAMILY.block.stop
+_DROPOUT_FIRST, _DROPOUT_END = dropout.FAMILY.block.start, dropout.FAMILY.block.stop
+_LOSS_FIRST, _LOSS_END = losses.FAMILY.block.start, losses.FAMILY.block.stop
+_dense_forward, _dense_backward = dense.FAMILY.forward, dense.FAMILY.backward
+_ew_forward, _ew_backward = elementwise.FAMILY.forward, elementwise.FAMILY.backward
+_act_forward, _act_backward = activations.FAMILY.forward, activations.FAMILY.backward
+_dropout_forward, _dropout_backward = dropout.FAMILY.forward, dropout.FAMILY.backward
+_loss_forward, _loss_backward = losses.FAMILY.forward, losses.FAMILY.backward
 
 
 @jit(inline="always")
-def _no_graph_forward(i, rows, records, slots, values, gdata):
-    """The base build's stand-in for the graph ops (a program with them uses ``execute_graph``):
-    it handles none of them."""
+def _no_family_forward(op, i, ctx):
+    """The end of the chain: no family of this build handles ``op``."""
     return False
 
 
 @jit(inline="always")
-def _no_graph_backward(i, rows, records, slots, values, grads, gdata):
-    """The base build's stand-in for the graph ops' backward: it handles none of them."""
+def _no_family_backward(op, i, ctx):
     return False
 
 
-# Swapped for the real dispatchers in the graph build (see _graph_build at the end).
-_graph_forward = _no_graph_forward
-_graph_backward = _no_graph_backward
+_extension_forward = _link_family_forward = _link_next_forward = _no_family_forward
+_extension_backward = _link_family_backward = _link_next_backward = _no_family_backward
+_LINK_FIRST = _LINK_END = 0
 
 
 @jit(inline="always")
-def _forward_op(i, training, write_grad, rows, records, slots, hyper, values, grads, rng, stats,
-                gdata, scratch, dense_mode):
-    """Replay record ``i`` forward. Loss ops add (loss_sum, n_correct, n_counted) to ``stats``.
-
-    Returns False, computing nothing, when no branch of this build handles the record's opcode.
-    """
-    op = records[i, R_OPCODE]
-    a = records[i, R_IN0]
-    b = records[i, R_IN1]
-    c = records[i, R_IN2]
-    o = records[i, R_OUT]
-    h = records[i, R_AUX0]
-    if op == _DENSE:
-        bias = _flat(values, slots, c if c >= 0 else b, rows)
-        kd.dense_forward(
-            _view(values, slots, a, rows), _view(values, slots, b, rows), bias,
-            _view(values, slots, o, rows), c >= 0, dense_mode, scratch,
-        )
-    elif op == _ADD:
-        ke.add_forward(_flat(values, slots, a, rows), _flat(values, slots, b, rows),
-                       _flat(values, slots, o, rows))
-    elif op == _MUL:
-        ke.mul_forward(_flat(values, slots, a, rows), _flat(values, slots, b, rows),
-                       _flat(values, slots, o, rows))
-    elif _RELU <= op < _ACTIVATIONS_END:
-        return kf.activation_forward(op, _flat(values, slots, a, rows),
-                                     _flat(values, slots, o, rows), hyper[h] if h >= 0 else 0.0)
-    elif op == _DROPOUT:
-        x = _flat(values, slots, a, rows)
-        y = _flat(values, slots, o, rows)
-        if training:  # p == 0 still writes a mask of ones, which backward uses
-            ke.dropout_forward(x, y, _flat(values, slots, b, rows), hyper[h], rng)
-        else:
-            for k in range(x.size):
-                y[k] = x[k]
-    elif op == _SOFTMAX_CE or op == _MSE or op == _BCE:
-        pred = _view(values, slots, a, rows)
-        target = _view(values, slots, b, rows)
-        dpred = _view(grads, slots, a, rows)
-        kind = (kf.LOSS_SOFTMAX_CE if op == _SOFTMAX_CE
-                else (kf.LOSS_MSE if op == _MSE else kf.LOSS_BCE))
-        loss, correct, counted = kf.loss_and_seed(kind, pred, target, dpred,
-                                                  records[i, R_AUX1] == 1, write_grad)
-        stats[0] += loss
-        stats[1] += correct
-        stats[2] += counted
-    elif _GRAPH_FIRST <= op <= _GRAPH_LAST:
-        return _graph_forward(i, rows, records, slots, values, gdata)
-    else:
-        return False
-    return True
+def _forward_op(op, i, ctx):
+    """Replay record ``i`` forward; False, computing nothing, when no family of this build
+    handles ``op``."""
+    if op < _EW_FIRST:
+        if _DENSE_FIRST <= op < _DENSE_END:
+            return _dense_forward(op, i, ctx)
+    elif op < _ACT_FIRST:
+        if op < _EW_END:
+            return _ew_forward(op, i, ctx)
+    elif op < _ACT_END:
+        return _act_forward(op, i, ctx)
+    elif _DROPOUT_FIRST <= op < _DROPOUT_END:
+        return _dropout_forward(op, i, ctx)
+    elif _LOSS_FIRST <= op < _LOSS_END:
+        return _loss_forward(op, i, ctx)
+    return _extension_forward(op, i, ctx)
 
 
 @jit(inline="always")
-def _backward_op(i, rows, records, slots, hyper, values, grads, scratch, gdata):
-    """Replay record ``i`` backward: write or accumulate the gradients of its inputs.
-
-    Returns False, computing nothing, when no branch of this build handles the record's opcode.
-    """
-    op = records[i, R_OPCODE]
-    a = records[i, R_IN0]
-    b = records[i, R_IN1]
-    c = records[i, R_IN2]
-    o = records[i, R_OUT]
-    h = records[i, R_AUX0]
-    f = records[i, R_FLAGS]
-    need_a = (f & _NEEDS[0]) != 0
-    need_b = (f & _NEEDS[1]) != 0
-    acc_a = (f & _ACC[0]) != 0
-    acc_b = (f & _ACC[1]) != 0
-    if op == _DENSE:
-        dy = _view(grads, slots, o, rows)
-        if need_a:
-            dx = _view(grads, slots, a, rows)
-            tmp = _scratch_like(scratch, dx, acc_a)
-            kd.dense_backward_input(dy, _view(values, slots, b, rows), dx, tmp, acc_a)
-        if need_b:
-            dw = _view(grads, slots, b, rows)
-            tmp = _scratch_like(scratch, dw, acc_b)
-            kd.dense_backward_weight(dy, _view(values, slots, a, rows), dw, tmp, acc_b)
-        if c >= 0 and (f & _NEEDS[2]) != 0:
-            kd.dense_backward_bias(dy, _flat(grads, slots, c, rows), (f & _ACC[2]) != 0)
-    elif op == _ADD:
-        dy = _flat(grads, slots, o, rows)
-        if need_a:
-            ke.add_backward(dy, _flat(grads, slots, a, rows), acc_a)
-        if need_b:
-            ke.add_backward(dy, _flat(grads, slots, b, rows), acc_b)
-    elif op == _MUL:
-        dy = _flat(grads, slots, o, rows)
-        if need_a:
-            ke.mul_backward(dy, _flat(values, slots, b, rows), _flat(grads, slots, a, rows), acc_a)
-        if need_b:
-            ke.mul_backward(dy, _flat(values, slots, a, rows), _flat(grads, slots, b, rows), acc_b)
-    elif _RELU <= op < _ACTIVATIONS_END:
-        if need_a:  # (an unknown opcode here already stopped the forward replay)
-            return kf.activation_backward(op, _flat(values, slots, a, rows),
-                                          _flat(values, slots, o, rows),
-                                          _flat(grads, slots, o, rows),
-                                          _flat(grads, slots, a, rows), acc_a,
-                                          hyper[h] if h >= 0 else 0.0)
-    elif op == _DROPOUT:
-        if need_a:
-            ke.dropout_backward(_flat(values, slots, b, rows), _flat(grads, slots, o, rows),
-                                _flat(grads, slots, a, rows), acc_a)
-    elif op == _SOFTMAX_CE or op == _MSE or op == _BCE or op == _PYTHON_OP:
-        pass  # losses wrote their gradient seed during forward; Python ops yield before this
-    elif _GRAPH_FIRST <= op <= _GRAPH_LAST:
-        return _graph_backward(i, rows, records, slots, values, grads, gdata)
-    else:
-        return False
-    return True
+def _backward_op(op, i, ctx):
+    """Replay record ``i`` backward; False, computing nothing, when no family of this build
+    handles ``op``."""
+    if op < _EW_FIRST:
+        if _DENSE_FIRST <= op < _DENSE_END:
+            return _dense_backward(op, i, ctx)
+    elif op < _ACT_FIRST:
+        if op < _EW_END:
+            return _ew_backward(op, i, ctx)
+    elif op < _ACT_END:
+        return _act_backward(op, i, ctx)
+    elif _DROPOUT_FIRST <= op < _DROPOUT_END:
+        return _dropout_backward(op, i, ctx)
+    elif _LOSS_FIRST <= op < _LOSS_END:
+        return _loss_backward(op, i, ctx)
+    return _extension_backward(op, i, ctx)
 
 
 @jit(inline="always")
-def replay(direction, start, stop, training, write_grad, rows, records, slots, hyper, values,
-           grads, rng, scratch, stats, gdata, dense_mode):
+def _link_forward(op, i, ctx):
+    if _LINK_FIRST <= op < _LINK_END:
+        return _link_family_forward(op, i, ctx)
+    return _link_next_forward(op, i, ctx)
+
+
+@jit(inline="always")
+def _link_backward(op, i, ctx):
+    if _LINK_FIRST <= op < _LINK_END:
+        return _link_family_backward(op, i, ctx)
+    return _link_next_backward(op, i, ctx)
+
+
+def _copy(dispatcher, suffix: str, overrides: dict):
+    """A renamed copy of ``dispatcher`` with ``overrides`` as globals, compiled with the same
+    ``inline`` option (see :func:`nnjit.kernels._jit.renamed_copy`)."""
+    inline = {k: v for k, v in dispatcher.targetoptions.items() if k == "inline"}
+    return jit(renamed_copy(dispatcher, suffix, overrides), **inline)
+
+
+def _chain(families, suffix: str):
+    """(forward, backward) heads of the link chain over ``families``, in their order."""
+    forward, backward = _no_family_forward, _no_family_backward
+    for k in range(len(families) - 1, -1, -1):
+        fam = families[k]
+        block = {"_LINK_FIRST": fam.block.start, "_LINK_END": fam.block.stop}
+        forward = _copy(_link_forward, f"{suffix}_{k}", {
+            **block, "_link_family_forward": fam.forward, "_link_next_forward": forward})
+        backward = _copy(_link_backward, f"{suffix}_{k}", {
+            **block, "_link_family_backward": fam.backward, "_link_next_backward": backward})
+    return forward, backward
+
+
+@jit(inline="always")
+def replay(direction, start, stop, ctx):
     """Replay records forward over [start, stop) or backward over (stop, start].
 
+    ``ctx`` is the tuple every family dispatcher receives (:mod:`nnjit.ops.context`).
     Returns (status, index): ``YIELD_FORWARD``/``YIELD_BACKWARD`` with the record of a Python op
-    that must run next, ``UNKNOWN_OPCODE`` with a record no branch handles, or ``DONE`` with the
-    end of the range.
+    that must run next, ``UNKNOWN_OPCODE`` with a record no family of this build handles, or
+    ``DONE`` with the end of the range.
     """
+    records = ctx[2]
     if direction == DIR_FORWARD:
         for i in range(start, stop):
-            if records[i, R_OPCODE] == _PYTHON_OP:
+            op = records[i, R_OPCODE]
+            if op == _PYTHON_OP:
                 return st.YIELD_FORWARD, i
-            if not _forward_op(i, training, write_grad, rows, records, slots, hyper, values,
-                               grads, rng, stats, gdata, scratch, dense_mode):
+            if not _forward_op(op, i, ctx):
                 return st.UNKNOWN_OPCODE, i
     else:
         for i in range(start, stop, -1):
-            if records[i, R_OPCODE] == _PYTHON_OP:
+            op = records[i, R_OPCODE]
+            if op == _PYTHON_OP:
                 return st.YIELD_BACKWARD, i
-            if not _backward_op(i, rows, records, slots, hyper, values, grads, scratch, gdata):
+            if not _backward_op(op, i, ctx):
                 return st.UNKNOWN_OPCODE, i
     return st.DONE, stop
 
 
-@jit
-def _load_batch(src, perm, use_perm, start, rows, dst):
-    """Copy ``rows`` rows of ``src`` (via ``perm`` when ``use_perm``) into ``dst`` (rows, C)."""
-    cols = src.shape[1]
-    for r in range(rows):
-        k = perm[start + r] if use_perm else start + r
-        for j in range(cols):
-            dst[r, j] = src[k, j]
-
-
-@jit(inline="always")
-def load_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots, layout,
-              gdata, rng):
-    """Copy a job's rows of X (and Y) into the input (and target) slots; returns the batch rows.
-
-    The graph build swaps in :func:`nnjit.graph.sampled_batch.load_graph_job`, which samples a
-    subgraph around the job's seed nodes instead when the program trains on sampled batches.
-    """
-    _load_batch(src_x, perm, use_perm, start, rows, _view(values, slots, layout[L_INPUT], rows))
-    if with_targets:
-        _load_batch(src_y, perm, use_perm, start, rows,
-                    _view(values, slots, layout[L_TARGET], rows))
-    return rows
-
-
-_load_job = load_rows
+_load_job = load_rows  # the job loader: a family's load_job in builds that include it
 
 
 @jit
@@ -347,7 +270,7 @@ def _first_nonfinite_op(stop, rows, records, slots, values):
 
 
 @jit
-def _copy(src, dst):
+def _copy_into(src, dst):
     for k in range(src.size):
         dst[k] = src[k]
 
@@ -384,7 +307,7 @@ def _end_epoch(cfg, state, history, params, best, plateau, n_val):
         state[ST_BEST] = value
         state[ST_BEST_EPOCH] = e
         if monitor != MONITOR_TRAIN_LOSS and cfg[C_RESTORE_BEST] != 0.0:
-            _copy(params, best)
+            _copy_into(params, best)
     if cfg[C_PLATEAU] != 0.0:
         state[ST_LR] = gk.plateau_step(plateau[:8], plateau[8:], value)
     state[ST_EPOCH] = e + 1
@@ -396,7 +319,7 @@ def _end_epoch(cfg, state, history, params, best, plateau, n_val):
 def _restore_best(cfg, state, params, best):
     if (cfg[C_RESTORE_BEST] != 0.0 and int(cfg[C_MONITOR]) != MONITOR_TRAIN_LOSS
             and state[ST_BEST_EPOCH] >= 0):
-        _copy(best, params)
+        _copy_into(best, params)
         state[ST_RESTORED] = 1.0
 
 
@@ -498,9 +421,9 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             stop = loss_op if task == TASK_PREDICT else loss_op + 1
         else:
             stop = -1
-        status, where = replay(direction, int(state[ST_CURSOR]), stop, is_train, is_train, rows,
-                               records, slots, hyper, values, grads, rng, scratch, stats, gdata,
-                               dense_mode)
+        ctx = (is_train, rows, records, slots, hyper, values, grads, rng, scratch, gdata, stats,
+               dense_mode)
+        status, where = replay(direction, int(state[ST_CURSOR]), stop, ctx)
         if status != st.DONE:
             state[ST_CURSOR] = where
             return status, where
@@ -542,8 +465,11 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                     state[ST_LR] = lr_table[min(int(state[ST_FIT_STEP]), lr_table.size - 1)]
                 state[ST_STEP] += 1.0
                 state[ST_FIT_STEP] += 1.0
-                kf.optimizer_step(int(cfg[C_OPT_KIND]), params, pgrads, opt_state, opt_hyper,
-                                  state[ST_LR], int(state[ST_STEP]))
+                kind = int(cfg[C_OPT_KIND])
+                if not ko.optimizer_step(kind, params, pgrads, opt_state, opt_hyper,
+                                         state[ST_LR], int(state[ST_STEP])):
+                    state[ST_JOB] = -1
+                    return st.UNKNOWN_OPTIMIZER, kind
             counted = stats[2]
             state[ST_TRAIN_LOSS] += stats[0] + penalty * counted
             state[ST_TRAIN_CORRECT] += stats[1]
@@ -577,31 +503,46 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                 return st.PAUSED, -1  # also after the last epoch, before the best is restored
 
 
-# -- the graph build ---------------------------------------------------------------------------
-@functools.cache
-def _graph_build():
-    """``execute`` again, from the same source, with the graph ops' dispatchers in place of the
-    empty stand-ins: copies of ``_forward_op``, ``_backward_op``, ``replay`` and ``execute`` whose
-    globals point at each other, at :mod:`nnjit.graph.message_passing` and at the job loader
-    that samples subgraphs (:mod:`nnjit.graph.sampled_batch`).
+# -- builds with more families -------------------------------------------------------------------
+def build_for(families):
+    """The compiled loop for programs whose records use ``families`` (any iterable of
+    :class:`~nnjit.ops.OpFamily`): :func:`execute` itself when they are all core, else
+    ``execute`` again, from the same source, with a family chain over the core families and the
+    others (in opcode order), and the job loader of the family that has one.
 
-    Only programs with graph ops call it, so an MLP's cold compile does not pay for graph
-    kernels (a GNN pays one more ``execute`` compile once; both are cached on disk). Each copy
-    gets its own name (:func:`nnjit.kernels._jit.renamed_copy`).
+    Every other build is made of renamed copies of ``execute``, ``replay`` and the chain links,
+    named after each extra family's name, opcode block and
+    :meth:`~nnjit.ops.OpFamily.source_digest` (numba caches machine code by function name and
+    file, so another family set, or an edited kernel file, must mean another name). Built once
+    per process per family set; compiled on first call, or loaded from numba's cache.
     """
-    from nnjit.graph import message_passing as mp
-    from nnjit.graph import sampled_batch as sb
-
-    def copy(dispatcher, overrides):
-        inline = {k: v for k, v in dispatcher.targetoptions.items() if k == "inline"}
-        return jit(renamed_copy(dispatcher, "graph", overrides), **inline)
-
-    forward = copy(_forward_op, {"_graph_forward": mp.graph_forward})
-    backward = copy(_backward_op, {"_graph_backward": mp.graph_backward})
-    replay_g = copy(replay, {"_forward_op": forward, "_backward_op": backward})
-    return copy(execute, {"replay": replay_g, "_load_job": sb.load_graph_job})
+    extra = []
+    for fam in families:
+        if not isinstance(fam, OpFamily):
+            raise TypeError(f"build_for: expected OpFamily objects, got {type(fam).__name__}")
+        if not fam.core and fam not in extra:
+            extra.append(fam)
+    if not extra:
+        return execute
+    return _build(tuple(sorted(extra, key=lambda f: f.block.start)))
 
 
-def execute_graph(*args):
-    """:func:`execute` with graph ops (built, then compiled or loaded from cache, on first use)."""
-    return _graph_build()(*args)
+def build_suffix(families) -> str:
+    """The name suffix of the build over ``families`` (extra families, in opcode order)."""
+    digest = hashlib.sha256("".join(f.source_digest() for f in families).encode()).hexdigest()
+    return "_".join(f"{f.name}{f.block.start}" for f in families) + "_" + digest[:16]
+
+
+@functools.cache
+def _build(families):
+    loaders = [f for f in families if f.load_job is not None]
+    if len(loaders) > 1:
+        raise ValueError("one program uses op families that each load jobs their own way ("
+                         + ", ".join(f.name for f in loaders) + "): at most one may")
+    suffix = build_suffix(families)
+    chain_forward, chain_backward = _chain(families, suffix)
+    forward = _copy(_forward_op, suffix, {"_extension_forward": chain_forward})
+    backward = _copy(_backward_op, suffix, {"_extension_backward": chain_backward})
+    replay_x = _copy(replay, suffix, {"_forward_op": forward, "_backward_op": backward})
+    return _copy(execute, suffix, {"replay": replay_x,
+                                   "_load_job": loaders[0].load_job if loaders else load_rows})

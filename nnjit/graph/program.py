@@ -9,8 +9,9 @@ from nnjit.graph import interpreter as it
 from nnjit.graph import status as st
 from nnjit.graph.arena import S_COLS, S_FLAGS, S_OFFSET, S_ROWS, SLOT_BATCH, layout
 from nnjit.graph.graph_data import G_INPUT_LOADED, G_NEED_LOOPS, G_WEIGHTS_READY, no_graph
-from nnjit.graph.opcodes import CLASSIFICATION_LOSSES, GRAPH_LOOPS, GRAPH_OPCODES, Opcode
+from nnjit.graph.opcodes import CLASSIFICATION_LOSSES, GRAPH_LOOPS, Opcode
 from nnjit.graph.tape import SlotSpec, Tape, Tensor
+from nnjit.ops.family import registry
 from nnjit.kernels.dense import TRANSPOSED_MAX_ROWS
 from nnjit.kernels.rng import seed_state
 
@@ -24,6 +25,16 @@ if _LAYOUT_ORDER != tuple(range(it.LAYOUT_WIDTH)):
 
 _VALUES_ARG = 4  # position of ``values`` (the arena, whose dtype names the build) in execute
 compile_notice.watch(it.execute, "the training loop", _VALUES_ARG)
+
+
+def build_name(families) -> str:
+    """How the compile notice names the build for ``families``."""
+    extra = [f.name for f in families if not f.core]
+    if not extra:
+        return "the training loop"
+    if extra == ["graph"]:
+        return "the graph training loop"
+    return f"the training loop with the {', '.join(extra)} ops"
 
 
 class ArenaTooLarge(MemoryError):
@@ -71,15 +82,18 @@ class Program:
         self.max_batch = tape.max_batch
         self.python_ops = tape.python_ops
         self.records = tape.records()  # also marks which backward writes overwrite
-        # One pass over the ops: the loss op, graph ops, and the scratch that dense ops need
-        # (backward passes accumulating into a shared weight's gradient, and the transposed
-        # forward product of batches of at most TRANSPOSED_MAX_ROWS rows, nnjit.kernels.dense).
+        # One pass over the ops: the loss op, the op families in use, graph ops, and the scratch
+        # that dense ops need (backward passes accumulating into a shared weight's gradient, and
+        # the transposed forward product of batches of at most TRANSPOSED_MAX_ROWS rows,
+        # nnjit.kernels.dense).
         loss_ops = []
         has_graph_ops = need_loops = False
         scratch = 1
         slots = tape.slots
+        codes = set()
         for i, n in enumerate(nodes):
             opcode = n.opcode
+            codes.add(opcode)
             if n.out == loss.slot:
                 loss_ops.append(i)
             if opcode == Opcode.DENSE:
@@ -89,7 +103,7 @@ class Program:
                 for slot, acc in zip(n.inputs[:2], n.accumulate[:2]):
                     if acc:
                         scratch = max(scratch, slots[slot].size)
-            elif opcode in GRAPH_OPCODES:
+            elif registry.spec(opcode).graph:
                 has_graph_ops = True
                 need_loops = need_loops or n.aux[0] == GRAPH_LOOPS
         if len(loss_ops) != 1 or loss_ops[0] != len(nodes) - 1:
@@ -127,11 +141,11 @@ class Program:
         if has_graph_ops:  # sampled batches build the self-loop CSR only when it is read
             self.gdata[G_WEIGHTS_READY] = 0  # a new arena: edge weights not computed yet
             self.gdata[G_NEED_LOOPS] = need_loops
-        if has_graph_ops:
-            self._execute = it._graph_build()  # (builds the dispatcher; compiled on first call)
-            compile_notice.watch(self._execute, "the graph training loop", _VALUES_ARG)
-        else:
-            self._execute = it.execute
+        # the build that compiles exactly the families the records use (it.execute: the core)
+        self.families = tuple(dict.fromkeys(registry.family_of(op) for op in sorted(codes)))
+        self._execute = it.build_for(self.families)  # (compiled on first call)
+        if self._execute is not it.execute:
+            compile_notice.watch(self._execute, build_name(self.families), _VALUES_ARG)
         for slot, init in tape.constants.items():  # data the ops read: sparse feature values
             off, rows, cols = (int(v) for v in self.slots[slot, [S_OFFSET, S_ROWS, S_COLS]])
             self.values[off : off + rows * cols] = np.asarray(init, self.dtype).ravel()

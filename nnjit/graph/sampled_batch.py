@@ -10,6 +10,7 @@ sized once from the batch size and fan-outs: memory is bounded by them, not by t
 """
 
 from nnjit.graph.arena import S_FLAGS, S_ROWS, SLOT_EDGES_LOOPS, SLOT_EDGES_RAW
+from nnjit.graph.batch_loading import L_INPUT, L_TARGET, load_batch, load_rows
 from nnjit.graph.graph_data import (
     G_CSR,
     G_FANOUTS,
@@ -25,10 +26,10 @@ from nnjit.graph.graph_data import (
     G_NUM_NODES,
     G_SEEDS,
     MODE_FULL_BATCH,
+    GRAPH_LOOPS,
+    GRAPH_RAW,
     MODE_SAMPLED,
 )
-from nnjit.graph.interpreter import L_INPUT, L_TARGET, _load_batch, load_rows
-from nnjit.graph.opcodes import GRAPH_LOOPS, GRAPH_RAW
 from nnjit.graph.slot_views import slot_view
 from nnjit.kernels._jit import jit
 from nnjit.kernels.sampling import add_self_loops, sample_subgraph
@@ -41,11 +42,11 @@ def load_graph_job(src_x, src_y, perm, use_perm, start, rows, with_targets, valu
     """A job of a graph program; returns the rows of its node slots (see the module doc)."""
     if gdata[G_MODE] == MODE_FULL_BATCH:  # row i is node i: never permuted
         if gdata[G_INPUT_LOADED] == 0:  # the features, once per call (see G_INPUT_LOADED)
-            _load_batch(src_x, perm, False, start, rows,
+            load_batch(src_x, perm, False, start, rows,
                         slot_view(values, slots, layout[L_INPUT], rows))
             gdata[G_INPUT_LOADED] = 1
         if with_targets:
-            _load_batch(src_y, perm, False, start, rows,
+            load_batch(src_y, perm, False, start, rows,
                         slot_view(values, slots, layout[L_TARGET], rows))
         return rows
     if gdata[G_MODE] != MODE_SAMPLED:

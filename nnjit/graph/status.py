@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from nnjit.graph.opcodes import R_OPCODE, Opcode
+from nnjit.graph.records import R_OPCODE
+from nnjit.graph.tape import OPS, op_name
 
 DONE = 0  # the task finished
 PAUSED = 1  # an epoch chunk finished; Python may run callbacks, then call again to continue
@@ -11,6 +12,7 @@ YIELD_BACKWARD = 3  # a Python op must run its backward
 INTERRUPTED = 4  # a STOP_NOW request (a second Ctrl-C) abandoned the running epoch
 NO_ROWS = 5  # the task has no rows to run (no job): Python's checks should have said so first
 UNKNOWN_OPCODE = 6  # no dispatch branch of the build handles the returned record's opcode
+UNKNOWN_OPTIMIZER = 7  # the run configuration's optimizer kind (returned) has no update branch
 NONFINITE_TRAIN_LOSS = 10
 NONFINITE_VAL_LOSS = 11
 
@@ -34,10 +36,11 @@ def _unknown_opcode_message(op_index: int, program) -> str:
     if not 0 <= op_index < len(records):
         return f"the compiled loop stopped at record {op_index}, which does not exist"
     code = int(records[op_index, R_OPCODE])
-    try:
-        name = f"{Opcode(code).name.lower()} (opcode {code})"
-    except ValueError:
-        name = f"opcode {code}, which is not in nnjit.graph.opcodes.Opcode"
+    if code in OPS:
+        name = f"{op_name(code)} (opcode {code})"
+    else:
+        name = (f"opcode {code}, which is not in nnjit.graph.opcodes.Opcode nor in any "
+                "registered op family")
     node = program.nodes[op_index] if op_index < len(program.nodes) else None
     layer = (node.owner or "<model>") if node is not None else "<unknown>"
     return (f"op {op_index} of layer '{layer}' is {name}: no branch of the compiled loop "
@@ -54,7 +57,7 @@ def raise_for_status(status: int, op_index: int, epoch: int, program, restored: 
             layer = node.owner or "<model>"
             where = (
                 f"; non-finite values first appear in the output of op {op_index} "
-                f"({node.opcode.name.lower()}) of layer '{layer}'"
+                f"({op_name(node.opcode)}) of layer '{layer}'"
             )
         tail = (
             "the best weights seen so far were restored"
@@ -73,6 +76,10 @@ def raise_for_status(status: int, op_index: int, epoch: int, program, restored: 
             "abandoned; the history of the completed epochs is kept")
     if status == UNKNOWN_OPCODE:
         raise UnknownOpcodeError(_unknown_opcode_message(op_index, program))
+    if status == UNKNOWN_OPTIMIZER:
+        raise RuntimeError(f"the run configuration names optimizer kind {op_index}, which the "
+                           "compiled loop does not know (nnjit.kernels.optim.OPT_*): the run "
+                           "stopped before that update")
     if status == NO_ROWS:
         raise ValueError("the data has no rows to run (0 samples, or a mask that selects no "
                          "node)")

@@ -10,17 +10,34 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from nnjit.graph.opcodes import (
-    ACCUMULATE,
-    LOSS_OPCODES,
-    NEEDS_GRAD,
-    RECORD_WIDTH,
-    SPECS,
-    Opcode,
-)
+from nnjit.graph.records import ACCUMULATE, NEEDS_GRAD, RECORD_WIDTH
+
+
+class OpEntry(NamedTuple):
+    """What the tape knows of one registered op."""
+
+    code: int  # the opcode (the nnjit.graph.opcodes.Opcode member for built-in ops)
+    name: str  # upper-case op name
+    grad_inputs: tuple[int, ...]  # inputs that take gradients
+    family: str  # name of its op family
+
+
+# Filled by nnjit.ops.register: the op families import the tape, the tape never imports them.
+OPS: dict[int, OpEntry] = {}  # opcode -> entry, for every registered op
+OPCODE_OF: dict[str, int] = {}  # op name -> opcode
+# The Tensor operators ("add" for +, "mul" for *) -> the recorder of their op
+# (nnjit/ops/elementwise.py registers them).
+OPERATORS: dict[str, Callable] = {}
+
+
+def op_name(opcode: int) -> str:
+    """Lower-case name of a registered op (``"dense"``), else ``"opcode N"``."""
+    entry = OPS.get(int(opcode))
+    return entry.name.lower() if entry is not None else f"opcode {int(opcode)}"
 
 
 class BatchDim(int):
@@ -56,7 +73,7 @@ class SlotSpec:
 class Node:
     """One recorded op (the Python side of a record)."""
 
-    opcode: Opcode
+    opcode: int  # an Opcode member for built-in ops
     inputs: list[int]
     out: int
     aux: list[int] = field(default_factory=lambda: [-1, -1, -1])
@@ -115,17 +132,16 @@ class Tensor(Symbolic):
         return self.tape.program_view(self.slot, grad=True)
 
     def __add__(self, other: Tensor) -> Tensor:
-        return self.tape.binary(Opcode.ADD, self, other)
+        return OPERATORS["add"](self, other)
 
     def __mul__(self, other: Tensor) -> Tensor:
-        return self.tape.binary(Opcode.MUL, self, other)
+        return OPERATORS["mul"](self, other)
 
     def __repr__(self) -> str:
         return f"Tensor(slot={self.slot}, shape={self.shape})"
 
 
 _current = threading.local()
-_OP_NAMES = {op: op.name.lower() for op in Opcode}  # (Enum.name is a Python-level property)
 
 
 def current_tape() -> Tape | None:
@@ -249,7 +265,7 @@ class Tape:
     # -- recording -----------------------------------------------------------------------------
     def record(
         self,
-        opcode: Opcode,
+        opcode: int,
         inputs: list[Tensor],
         out_rows: int,
         out_cols: int,
@@ -267,21 +283,26 @@ class Tape:
         """
         # (Runs once per op per trace: kept lean, it counts in a small fit's fixed set-up cost.)
         slots = self.slots
-        differentiable = SPECS[opcode].differentiable
+        entry = OPS.get(opcode)
+        if entry is None:
+            raise ValueError(f"opcode {opcode!r} belongs to no registered op family "
+                             "(nnjit.ops.register the family before recording its ops)")
+        opcode = entry.code
+        grad_inputs = entry.grad_inputs
         needs_grad = []
         in_slots = []
-        for t in inputs:
+        for k, t in enumerate(inputs):
             if t is None:  # an optional input left out (e.g. no edge weights): slot -1
                 needs_grad.append(False)
                 in_slots.append(-1)
                 continue
             if t.tape is not self:
-                raise ValueError(f"{opcode.name}: input {t} belongs to another tape")
-            needs_grad.append(differentiable and slots[t.slot].requires_grad)
+                raise ValueError(f"{entry.name}: input {t} belongs to another tape")
+            needs_grad.append(k in grad_inputs and slots[t.slot].requires_grad)
             in_slots.append(t.slot)
         for t in extra_inputs:
             if t.tape is not self:
-                raise ValueError(f"{opcode.name}: input {t} belongs to another tape")
+                raise ValueError(f"{entry.name}: input {t} belongs to another tape")
             needs_grad.append(False)
             in_slots.append(t.slot)
         if out_requires_grad is None:
@@ -295,7 +316,7 @@ class Tape:
                         out_edges = spec.edges
                         break
         owner = self.owners[-1] if self.owners else ""
-        op_name = _OP_NAMES[opcode]
+        op_name = entry.name.lower()
         out = self._new_slot(
             SlotSpec(int(out_rows), int(out_cols), isinstance(out_rows, BatchDim), False,
                      out_requires_grad, f"{owner or op_name}.{op_name}", out_edges)
@@ -311,23 +332,24 @@ class Tape:
         self.nodes.append(Node(opcode, in_slots, out.slot, aux_values, owner, None, needs_grad, []))
         return out
 
-    def binary(self, opcode: Opcode, a: Tensor, b: Tensor) -> Tensor:
+    def binary(self, opcode: int, a: Tensor, b: Tensor) -> Tensor:
         """Elementwise op on two tensors of the same shape."""
         if a.shape != b.shape:
+            name = op_name(opcode)
             raise ValueError(
-                f"{self.current_owner or opcode.name}: {opcode.name.lower()} needs equal shapes, "
+                f"{self.current_owner or name.upper()}: {name} needs equal shapes, "
                 f"got {a.shape} and {b.shape}"
             )
         return self.record(opcode, [a, b], a.rows, a.cols)
 
-    def unary(self, opcode: Opcode, x: Tensor, *hyper: float) -> Tensor:
+    def unary(self, opcode: int, x: Tensor, *hyper: float) -> Tensor:
         """Elementwise activation."""
         return self.record(opcode, [x], x.rows, x.cols, hyper=hyper)
 
     def dense(self, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         """``x @ weight.T + bias``."""
         inputs = [x, weight] + ([bias] if bias is not None else [])
-        return self.record(Opcode.DENSE, inputs, x.rows, weight.rows)
+        return self.record(OPCODE_OF["DENSE"], inputs, x.rows, weight.rows)
 
     def _new_slot_like(self, x: Tensor, name: str) -> Tensor:
         """A slot of x's shape (batch rows if x has them), without gradient."""
@@ -337,19 +359,20 @@ class Tape:
     def dropout(self, x: Tensor, p: float) -> Tensor:
         """Inverted dropout with a mask slot drawn from the model's RNG in training mode."""
         mask = self._new_slot_like(x, "dropout.mask")
-        return self.record(Opcode.DROPOUT, [x], x.rows, x.cols, hyper=(p,), extra_inputs=[mask])
+        return self.record(OPCODE_OF["DROPOUT"], [x], x.rows, x.cols, hyper=(p,), extra_inputs=[mask])
 
-    def loss(self, opcode: Opcode, prediction: Tensor, target: Tensor, aux: tuple = ()) -> Tensor:
+    def loss(self, opcode: int, prediction: Tensor, target: Tensor, aux: tuple = ()) -> Tensor:
         """Record the loss op (it seeds the gradient of ``prediction``)."""
-        if opcode not in LOSS_OPCODES:
-            raise ValueError(f"{opcode.name} is not a loss")
+        entry = OPS.get(opcode)
+        if entry is None or entry.family != "losses":
+            raise ValueError(f"{op_name(opcode)} is not a loss")
         return self.record(opcode, [prediction, target], 1, 1, aux=(-1,) + tuple(aux))
 
     def python_op(self, op, inputs: list[Tensor], out: Tensor) -> None:
         """Record a Python op: ``op.forward()`` / ``op.backward()`` run between compiled segments."""
         self.python_ops.append(op)
         node = Node(
-            opcode=Opcode.PYTHON_OP,
+            opcode=OPS[OPCODE_OF["PYTHON_OP"]].code,
             inputs=[t.slot for t in inputs],
             out=out.slot,
             aux=[len(self.python_ops) - 1, -1, -1],

@@ -15,7 +15,7 @@ import math
 
 from numba import prange
 
-from nnjit.kernels._jit import jit
+from nnjit.kernels._jit import inlined, jit
 
 
 @jit
@@ -154,3 +154,31 @@ def l2_penalty(params, grads, spans, coef):
         hi = lo + spans[r, 1]
         total += _l2_span(params[lo:hi], grads[lo:hi], c)
     return 0.5 * coef * total
+
+
+# -- one compiled function for every optimizer (numba's compile cost is per compiled function) --
+OPT_SGD, OPT_ADAM, OPT_RMSPROP = 0, 1, 2
+
+_sgd, _adam, _rmsprop = inlined(sgd_update), inlined(adam_update), inlined(rmsprop_update)
+
+
+@jit
+def optimizer_step(kind, params, grads, opt_state, opt_hyper, lr, step):
+    """One update of the flat parameter block (n,) with learning rate ``lr``; False, changing
+    nothing, when ``kind`` is no optimizer this function knows (the compiled loop stops).
+
+    ``opt_state`` (2, n) holds the optimizer's buffers; ``opt_hyper`` its hyperparameters in the
+    order of :meth:`nnjit.optim.Optimizer.hyper_vector` (entry 0, the base rate, is unused).
+    """
+    if kind == OPT_SGD:
+        _sgd(params, grads, opt_state[0], lr, opt_hyper[1], opt_hyper[2], opt_hyper[3] != 0.0,
+             opt_hyper[4], step)
+    elif kind == OPT_ADAM:
+        _adam(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1], opt_hyper[2],
+              opt_hyper[3], opt_hyper[4], opt_hyper[5] != 0.0, step)
+    elif kind == OPT_RMSPROP:
+        _rmsprop(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1], opt_hyper[2],
+                 opt_hyper[3], opt_hyper[4], step)
+    else:
+        return False
+    return True

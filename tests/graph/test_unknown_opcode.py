@@ -14,7 +14,7 @@ import pytest
 import nnjit as nn
 from nnjit.graph.opcodes import GRAPH_LAST, R_OPCODE, SPECS, Opcode
 from nnjit.graph.status import UnknownOpcodeError
-from nnjit.kernels import families as kf
+from nnjit.ops import activations as kf
 
 UNUSED = 99  # no Opcode member, and above every family's block
 assert UNUSED not in set(Opcode) and UNUSED > GRAPH_LAST

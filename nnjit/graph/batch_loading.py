@@ -1,0 +1,37 @@
+"""Loading a job's rows into the arena, and the program layout vector that says where.
+
+Shared by the interpreter (:func:`load_rows`, the plain loader) and the graph family's sampled
+batch loader (:mod:`nnjit.graph.sampled_batch`), which both import it.
+"""
+
+from nnjit.graph.slot_views import slot_view
+from nnjit.kernels._jit import jit
+
+# Program layout vector (int64).
+L_INPUT, L_TARGET, L_OUTPUT, L_LOSS_OP, L_N_PARAMS, L_SCRATCH, L_MAX_BATCH = range(7)
+LAYOUT_WIDTH = 7
+
+
+@jit
+def load_batch(src, perm, use_perm, start, rows, dst):
+    """Copy ``rows`` rows of ``src`` (via ``perm`` when ``use_perm``) into ``dst`` (rows, C)."""
+    cols = src.shape[1]
+    for r in range(rows):
+        k = perm[start + r] if use_perm else start + r
+        for j in range(cols):
+            dst[r, j] = src[k, j]
+
+
+@jit(inline="always")
+def load_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots, layout,
+              gdata, rng):
+    """Copy a job's rows of X (and Y) into the input (and target) slots; returns the batch rows.
+
+    A build whose op families supply a job loader (the graph family's
+    :func:`nnjit.graph.sampled_batch.load_graph_job`) calls that one instead.
+    """
+    load_batch(src_x, perm, use_perm, start, rows, slot_view(values, slots, layout[L_INPUT], rows))
+    if with_targets:
+        load_batch(src_y, perm, use_perm, start, rows,
+                   slot_view(values, slots, layout[L_TARGET], rows))
+    return rows

@@ -1,0 +1,97 @@
+"""The dense family: ``y = x @ W.T + b`` (PyTorch's (out, in) weight layout).
+
+Kernels: :mod:`nnjit.kernels.dense` (BLAS, a transposed product for small batches, a
+register-blocked loop for narrow layers; the forward picks one per shape and BLAS mode).
+"""
+
+from nnjit.graph.records import ACCUMULATE, NEEDS_GRAD, R_FLAGS, R_IN0, R_IN1, R_IN2, R_OUT
+from nnjit.graph.slot_views import slot_flat, slot_view
+from nnjit.kernels import dense as kd
+from nnjit.kernels._jit import jit
+from nnjit.kernels.views import view2d
+from nnjit.ops.context import (
+    CTX_DENSE_MODE,
+    CTX_GRADS,
+    CTX_RECORDS,
+    CTX_ROWS,
+    CTX_SCRATCH,
+    CTX_SLOTS,
+    CTX_VALUES,
+    dispatcher,
+)
+from nnjit.ops.family import OpFamily, register
+from nnjit.ops.spec import OpSpec
+
+FIRST_OPCODE = 1
+_DENSE = FIRST_OPCODE
+
+
+def dense(x, weight, bias=None):
+    """Record ``x @ weight.T + bias`` (x (B, I), weight (O, I), bias (1, O) or None)."""
+    return x.tape.dense(x, weight, bias)
+
+
+def _reference(x, w, b=None):
+    y = x @ w.T
+    return y if b is None else y + b
+
+
+SPECS = (
+    OpSpec("DENSE", 3, "(B,I),(O,I),(1,O)?->(B,O)", _reference, dense, grad_inputs=(0, 1, 2)),
+)
+
+
+@jit
+def _scratch_like(scratch, like, needed):
+    """A scratch view shaped like ``like`` when ``needed`` (else ``like`` itself, unused)."""
+    if needed:
+        return view2d(scratch, 0, like.shape[0], like.shape[1])
+    return like
+
+
+@dispatcher
+def forward(op, i, ctx):
+    if op == _DENSE:
+        records, slots, values, rows = ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_VALUES], \
+            ctx[CTX_ROWS]
+        b = records[i, R_IN1]
+        c = records[i, R_IN2]
+        kd.dense_forward(
+            slot_view(values, slots, records[i, R_IN0], rows), slot_view(values, slots, b, rows),
+            slot_flat(values, slots, c if c >= 0 else b, rows),
+            slot_view(values, slots, records[i, R_OUT], rows), c >= 0, ctx[CTX_DENSE_MODE],
+            ctx[CTX_SCRATCH],
+        )
+        return True
+    return False
+
+
+@dispatcher
+def backward(op, i, ctx):
+    if op == _DENSE:
+        records, slots, values, grads, rows = (ctx[CTX_RECORDS], ctx[CTX_SLOTS],
+                                               ctx[CTX_VALUES], ctx[CTX_GRADS], ctx[CTX_ROWS])
+        scratch = ctx[CTX_SCRATCH]
+        a = records[i, R_IN0]
+        b = records[i, R_IN1]
+        c = records[i, R_IN2]
+        f = records[i, R_FLAGS]
+        dy = slot_view(grads, slots, records[i, R_OUT], rows)
+        if (f & NEEDS_GRAD[0]) != 0:
+            acc = (f & ACCUMULATE[0]) != 0
+            dx = slot_view(grads, slots, a, rows)
+            kd.dense_backward_input(dy, slot_view(values, slots, b, rows), dx,
+                                    _scratch_like(scratch, dx, acc), acc)
+        if (f & NEEDS_GRAD[1]) != 0:
+            acc = (f & ACCUMULATE[1]) != 0
+            dw = slot_view(grads, slots, b, rows)
+            kd.dense_backward_weight(dy, slot_view(values, slots, a, rows), dw,
+                                     _scratch_like(scratch, dw, acc), acc)
+        if c >= 0 and (f & NEEDS_GRAD[2]) != 0:
+            kd.dense_backward_bias(dy, slot_flat(grads, slots, c, rows), (f & ACCUMULATE[2]) != 0)
+        return True
+    return False
+
+
+FAMILY = register(OpFamily("dense", SPECS, forward, backward, core=True,
+                           first_opcode=FIRST_OPCODE))

@@ -1,0 +1,77 @@
+"""The dropout family: inverted dropout with a mask drawn from the model's RNG.
+
+The record's in1 is the mask slot (same shape as x, no gradient), made by the recorder; it is no
+recorder input. Evaluation batches copy x; training batches draw a mask (p == 0 still writes a
+mask of ones, which backward uses). Kernels: :mod:`nnjit.kernels.elementwise`.
+"""
+
+from nnjit.graph.records import ACCUMULATE, NEEDS_GRAD, R_AUX0, R_FLAGS, R_IN0, R_IN1, R_OUT
+from nnjit.graph.slot_views import slot_flat
+from nnjit.kernels import elementwise as ke
+from nnjit.ops.context import (
+    CTX_GRADS,
+    CTX_HYPER,
+    CTX_RECORDS,
+    CTX_RNG,
+    CTX_ROWS,
+    CTX_SLOTS,
+    CTX_TRAINING,
+    CTX_VALUES,
+    dispatcher,
+)
+from nnjit.ops.family import OpFamily, register
+from nnjit.ops.spec import OpSpec
+
+FIRST_OPCODE = 30
+_DROPOUT = FIRST_OPCODE
+
+
+def dropout(x, p: float = 0.5):
+    """Inverted dropout: active in training batches only (on the non-zeros of sparse features)."""
+    if hasattr(x, "nonzeros"):  # nnjit.graph.edges.SparseFeatures
+        return x.dropout(p)
+    return x.tape.dropout(x, p)
+
+
+SPECS = (
+    OpSpec("DROPOUT", 1, "(B,F)->(B,F)", None, dropout, hyper=("p",), sample_hyper={"p": 0.0},
+           grad_inputs=(0,), aux={"aux0": "hyper index of p"},
+           reference_note="random: tests/graph/test_dropout.py checks mask statistics and "
+                          "backward == dy * mask; p = 0 is the identity"),
+)
+
+
+@dispatcher
+def forward(op, i, ctx):
+    if op == _DROPOUT:
+        records, slots, values, rows = (ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_VALUES],
+                                        ctx[CTX_ROWS])
+        x = slot_flat(values, slots, records[i, R_IN0], rows)
+        y = slot_flat(values, slots, records[i, R_OUT], rows)
+        if ctx[CTX_TRAINING]:
+            ke.dropout_forward(x, y, slot_flat(values, slots, records[i, R_IN1], rows),
+                               ctx[CTX_HYPER][records[i, R_AUX0]], ctx[CTX_RNG])
+        else:
+            for k in range(x.size):
+                y[k] = x[k]
+        return True
+    return False
+
+
+@dispatcher
+def backward(op, i, ctx):
+    if op == _DROPOUT:
+        records, slots, rows = ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_ROWS]
+        f = records[i, R_FLAGS]
+        if (f & NEEDS_GRAD[0]) != 0:
+            grads = ctx[CTX_GRADS]
+            ke.dropout_backward(slot_flat(ctx[CTX_VALUES], slots, records[i, R_IN1], rows),
+                                slot_flat(grads, slots, records[i, R_OUT], rows),
+                                slot_flat(grads, slots, records[i, R_IN0], rows),
+                                (f & ACCUMULATE[0]) != 0)
+        return True
+    return False
+
+
+FAMILY = register(OpFamily("dropout", SPECS, forward, backward, core=True,
+                           first_opcode=FIRST_OPCODE))

@@ -1,0 +1,85 @@
+"""The elementwise binary family: ADD and MUL of two tensors of one shape.
+
+Their recorders are the ``Tensor`` operators ``+`` and ``*`` (registered in the tape's operator
+table below, so the tape never imports the op families). Kernels: :mod:`nnjit.kernels.elementwise`.
+"""
+
+from nnjit.graph import tape as _tape
+from nnjit.graph.records import ACCUMULATE, NEEDS_GRAD, R_FLAGS, R_IN0, R_IN1, R_OUT
+from nnjit.graph.slot_views import slot_flat
+from nnjit.kernels import elementwise as ke
+from nnjit.ops.context import CTX_GRADS, CTX_RECORDS, CTX_ROWS, CTX_SLOTS, CTX_VALUES, dispatcher
+from nnjit.ops.family import OpFamily, register
+from nnjit.ops.spec import OpSpec
+
+FIRST_OPCODE = 10
+_ADD = FIRST_OPCODE
+_MUL = FIRST_OPCODE + 1
+
+
+def add(a, b):
+    """Record ``a + b`` (equal shapes): ``Tensor.__add__``."""
+    return a.tape.binary(_ADD, a, b)
+
+
+def mul(a, b):
+    """Record ``a * b`` elementwise (equal shapes): ``Tensor.__mul__``."""
+    return a.tape.binary(_MUL, a, b)
+
+
+SPECS = (
+    OpSpec("ADD", 2, "(B,F),(B,F)->(B,F)", lambda a, b: a + b, add, grad_inputs=(0, 1)),
+    OpSpec("MUL", 2, "(B,F),(B,F)->(B,F)", lambda a, b: a * b, mul, grad_inputs=(0, 1)),
+)
+
+
+@dispatcher
+def forward(op, i, ctx):
+    records, slots, values, rows = ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_VALUES], ctx[CTX_ROWS]
+    if op == _ADD:
+        ke.add_forward(slot_flat(values, slots, records[i, R_IN0], rows),
+                       slot_flat(values, slots, records[i, R_IN1], rows),
+                       slot_flat(values, slots, records[i, R_OUT], rows))
+    elif op == _MUL:
+        ke.mul_forward(slot_flat(values, slots, records[i, R_IN0], rows),
+                       slot_flat(values, slots, records[i, R_IN1], rows),
+                       slot_flat(values, slots, records[i, R_OUT], rows))
+    else:
+        return False
+    return True
+
+
+@dispatcher
+def backward(op, i, ctx):
+    records, slots, values, grads, rows = (ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_VALUES],
+                                           ctx[CTX_GRADS], ctx[CTX_ROWS])
+    a = records[i, R_IN0]
+    b = records[i, R_IN1]
+    f = records[i, R_FLAGS]
+    need_a = (f & NEEDS_GRAD[0]) != 0
+    need_b = (f & NEEDS_GRAD[1]) != 0
+    acc_a = (f & ACCUMULATE[0]) != 0
+    acc_b = (f & ACCUMULATE[1]) != 0
+    if op == _ADD:
+        dy = slot_flat(grads, slots, records[i, R_OUT], rows)
+        if need_a:
+            ke.add_backward(dy, slot_flat(grads, slots, a, rows), acc_a)
+        if need_b:
+            ke.add_backward(dy, slot_flat(grads, slots, b, rows), acc_b)
+    elif op == _MUL:
+        dy = slot_flat(grads, slots, records[i, R_OUT], rows)
+        if need_a:
+            ke.mul_backward(dy, slot_flat(values, slots, b, rows), slot_flat(grads, slots, a, rows),
+                            acc_a)
+        if need_b:
+            ke.mul_backward(dy, slot_flat(values, slots, a, rows), slot_flat(grads, slots, b, rows),
+                            acc_b)
+    else:
+        return False
+    return True
+
+
+FAMILY = register(OpFamily("elementwise", SPECS, forward, backward, core=True,
+                           first_opcode=FIRST_OPCODE))
+_tape.OPERATORS["add"] = add
+_tape.OPERATORS["mul"] = mul

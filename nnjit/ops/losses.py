@@ -1,0 +1,124 @@
+"""The loss family: losses fused with their gradient seed, ``in0`` prediction (B, K), ``in1``
+targets (B, T) -> a (1, 1) slot.
+
+A loss is the last forward record. Its forward adds (loss sum, correct, counted rows) to the
+job's statistics and, in a training batch, writes the prediction's gradient (the mean over the
+counted rows); its backward has nothing left to do. :func:`loss_and_seed` holds the three
+kernels of :mod:`nnjit.kernels.loss` inlined in one compiled function (as the activations).
+"""
+
+import numpy as np
+
+from nnjit.graph.records import R_AUX1, R_IN0, R_IN1
+from nnjit.graph.slot_views import slot_view
+from nnjit.kernels import loss as kl
+from nnjit.kernels._jit import inlined, jit
+from nnjit.ops.context import (
+    CTX_GRADS,
+    CTX_RECORDS,
+    CTX_ROWS,
+    CTX_SLOTS,
+    CTX_STATS,
+    CTX_TRAINING,
+    CTX_VALUES,
+    dispatcher,
+)
+from nnjit.ops.family import OpFamily, register
+from nnjit.ops.spec import OpSpec
+
+FIRST_OPCODE = 40
+_SOFTMAX_CE, _MSE, _BCE = range(FIRST_OPCODE, FIRST_OPCODE + 3)
+
+
+def softmax_ce(prediction, target):
+    """Record softmax cross-entropy of logits ``prediction`` (B, K) against class indices
+    (B, 1) or probability rows (B, K)."""
+    return prediction.tape.loss(_SOFTMAX_CE, prediction, target,
+                                aux=(1 if target.cols == 1 else 0,))
+
+
+def mse(prediction, target):
+    """Record the mean squared error over all elements."""
+    return prediction.tape.loss(_MSE, prediction, target)
+
+
+def bce_with_logits(prediction, target):
+    """Record binary cross-entropy of logits against 0/1 targets, over all elements."""
+    return prediction.tape.loss(_BCE, prediction, target)
+
+
+def _softmax_ce(logits, labels):
+    """Mean cross-entropy of integer ``labels`` (N,) under softmax(``logits``) (N, C)."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    return -np.mean(log_p[np.arange(len(labels)), np.asarray(labels).reshape(-1).astype(int)])
+
+
+_LOSS = "(B,K),(B,T)->(1,1)"
+_LOSS_AUX = {"aux0": "unused (-1)"}
+
+SPECS = (
+    OpSpec("SOFTMAX_CE", 2, _LOSS, _softmax_ce, softmax_ce, grad_inputs=(0,),
+           aux={**_LOSS_AUX, "aux1": "1 when targets hold class indices (T == 1), 0 for "
+                                     "probability rows (T == K)"}),
+    OpSpec("MSE", 2, _LOSS, lambda p, t: np.mean((p - t) ** 2), mse, grad_inputs=(0,),
+           aux=_LOSS_AUX),
+    OpSpec("BCE_WITH_LOGITS", 2, _LOSS, lambda z, t: np.mean(np.logaddexp(0.0, z) - z * t),
+           bce_with_logits, grad_inputs=(0,), aux=_LOSS_AUX),
+)
+_END = FIRST_OPCODE + len(SPECS)
+
+_softmax_ce_k, _mse_k, _bce_k = (inlined(kl.softmax_ce), inlined(kl.mse),
+                                 inlined(kl.bce_with_logits))
+_counted_rows = inlined(kl.counted_rows)
+
+
+@jit
+def loss_and_seed(op, pred, target, dpred, target_is_index, write_grad):
+    """(loss_sum, n_correct, n_counted) of loss ``op`` (its opcode) of ``pred`` (B, K) against
+    ``target``; writes the gradient seed into ``dpred`` when ``write_grad`` (mean over the
+    counted rows, over all their elements for MSE/BCE). Class-index rows below 0 are ignored (a
+    graph's unmasked nodes). ``n_counted`` is -1, nothing computed, when ``op`` is no loss."""
+    rows = pred.shape[0]
+    if op == _SOFTMAX_CE:
+        counted = _counted_rows(target) if target_is_index else rows
+        loss, correct = _softmax_ce_k(pred, target, dpred, target_is_index,
+                                      1.0 / max(counted, 1), write_grad)
+        return loss, correct, counted
+    if op == _MSE:
+        loss, correct = _mse_k(pred, target, dpred, 1.0 / (rows * pred.shape[1]), write_grad)
+    elif op == _BCE:
+        loss, correct = _bce_k(pred, target, dpred, 1.0 / (rows * pred.shape[1]), write_grad)
+    else:
+        return 0.0, 0.0, -1
+    return loss, correct, rows
+
+
+@dispatcher
+def forward(op, i, ctx):
+    if _SOFTMAX_CE <= op < _END:
+        records, slots, rows = ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_ROWS]
+        a = records[i, R_IN0]
+        loss, correct, counted = loss_and_seed(
+            op, slot_view(ctx[CTX_VALUES], slots, a, rows),
+            slot_view(ctx[CTX_VALUES], slots, records[i, R_IN1], rows),
+            slot_view(ctx[CTX_GRADS], slots, a, rows), records[i, R_AUX1] == 1,
+            ctx[CTX_TRAINING])
+        if counted < 0:
+            return False
+        stats = ctx[CTX_STATS]
+        stats[0] += loss
+        stats[1] += correct
+        stats[2] += counted
+        return True
+    return False
+
+
+@dispatcher
+def backward(op, i, ctx):
+    # the forward wrote the gradient seed
+    return _SOFTMAX_CE <= op < _END
+
+
+FAMILY = register(OpFamily("losses", SPECS, forward, backward, core=True,
+                           first_opcode=FIRST_OPCODE))
