@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 import nnjit as nn
+from nnjit import ops
 from tests.helpers import finite_difference_gradients
 
 # The kernels file: numba kernels only. SCALE is the constant the recompile test edits.
@@ -215,6 +216,49 @@ def test_a_spec_without_a_dispatcher_branch_stops_with_unknown_opcode(user_silu)
         trainer.fit(nn.DataLoader(X, y, batch_size=5), epochs=1, verbose=False)
     for a, b in zip(before, model.parameters()):  # stopped before any step
         np.testing.assert_array_equal(a, b.data)
+
+
+def test_a_user_opcode_in_a_build_without_its_family_stops_with_unknown_opcode(user_silu):
+    """A record of the user family replayed by a build that does not include the family (here
+    the base build, forged after tracing an MLP) reaches the end of the dispatch chain."""
+    X = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+    model = nn.Sequential(nn.Linear(4, 5), nn.ReLU(), nn.Linear(5, 2))
+    trainer = nn.Trainer(model)
+    trainer.predict_outputs(X)
+    records = trainer.program.records
+    assert records[1, 0] == ops.registry.opcode("RELU")  # the ReLU of layer '1'
+    records[1, 0] = user_silu.SILU
+    with pytest.raises(nn.UnknownOpcodeError,
+                       match=rf"op 1 of layer '1' is silu \(opcode {user_silu.SILU}\)"):
+        trainer.predict_outputs(X)
+
+
+def test_an_unregistered_family_or_opcode_is_refused_when_the_model_is_traced():
+    """Nothing is compiled or run for an op no registered family owns: tracing stops first."""
+    def handles_nothing(op, i, ctx):
+        return False
+
+    family = ops.OpFamily("never_registered", [
+        ops.OpSpec("NEVER_REGISTERED", 1, "(B,F)->(B,F)", reference=silu_ref, grad_inputs=(0,))],
+        handles_nothing, handles_nothing)
+
+    class Net(nn.Module):
+        def __init__(self, opcode):
+            super().__init__()
+            self.opcode = opcode
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            h = self.fc(x)
+            return h.tape.record(self.opcode(), [h], h.rows, h.cols)
+
+    X = np.zeros((4, 4), np.float32)
+    with pytest.raises(RuntimeError, match="'never_registered' has no opcodes before it is "
+                                           "registered"):
+        nn.Trainer(Net(lambda: family.opcode("NEVER_REGISTERED"))).predict_outputs(X)
+    with pytest.raises(ValueError, match=r"opcode 4242 belongs to no registered op family "
+                                         r"\(nnjit.ops.register"):
+        nn.Trainer(Net(lambda: 4242)).predict_outputs(X)
 
 
 # -- editing the kernel file recompiles ----------------------------------------------------------
