@@ -8,11 +8,16 @@ it re-enterable: it returns ``PAUSED`` after a chunk of epochs (so Python callba
 ``DONE`` at the end. A model without Python ops and without callbacks trains in ONE call.
 
 :func:`replay` is called from exactly one place: every call site compiles the replay again.
-``replay``, ``_forward_op`` and ``_backward_op`` are inlined into ``execute`` at numba-IR level
+``replay`` and the family dispatchers are inlined into ``execute`` at numba-IR level
 (``inline="always"``; each has one call site): compiled as separate functions, their LLVM
 modules were optimised once on their own and again after linking. Inlining the small helpers or
 the kernels made it slower: numba's cost is mostly per compiled function, plus per inlined call
 (the measurements: docs/performance.md, "Measurements behind the code").
+
+The replay knows op families, not ops: it sends each opcode to its core family's dispatcher
+(``nnjit/ops/``: dense, elementwise, activations, dropout, losses) and any other opcode to the
+extension chain, empty in this base build; :func:`build_for` makes the build of a program that
+uses other families (graph ops, user ops).
 """
 
 from __future__ import annotations
@@ -124,16 +129,20 @@ CORE_FAMILIES = tuple(m.FAMILY for m in (dense, elementwise, activations, dropou
 
 
 # -- family dispatch -----------------------------------------------------------------------------
-# The core families are dispatched here, one range test each; any other opcode goes to the
-# extension chain, which handles nothing in the base build. build_for swaps in a chain of links,
-# one per extra family: a link sends an opcode of its family's block to the family's dispatcher
-# and any other to the next link (renamed copies of the link template with its globals swapped;
-# numba reads global ints as compile-time constants, so each link is one range test).
-_DENSE_FIRST, _DENSE_END = dense.FAMILY.block.start, dense.FAMILY.block.stop
-_EW_FIRST, _EW_END = elementwise.FAMILY.block.start, elementwise.FAMILY.block.stop
-_ACT_FIRST, _ACT_END = activations.FAMILY.block.start, activations.FAMILY.block.stop
-_DROPOUT_FIRST, _DROPOUT_END = dropout.FAMILY.block.start, dropout.FAMILY.block.stop
+# replay sends an opcode below the last core block to the core family whose block starts at or
+# below it (each family's dispatcher refuses the opcodes it does not handle), and any other to
+# the extension chain, which handles nothing in the base build. build_for swaps in a chain of
+# links, one per extra family: a link sends an opcode of its family's block to the family's
+# dispatcher and any other to the next link (renamed copies of the link template with its
+# globals swapped; numba reads global ints as compile-time constants: one range test per link).
+# Core families are inlined straight into replay: every further level of inlining costs numba a
+# copy of the inlined IR, measurable in the MLP's cold compile.
+_EW_FIRST = elementwise.FAMILY.block.start
+_ACT_FIRST = activations.FAMILY.block.start
+_DROPOUT_FIRST = dropout.FAMILY.block.start
 _LOSS_FIRST, _LOSS_END = losses.FAMILY.block.start, losses.FAMILY.block.stop
+if [f.block.start for f in CORE_FAMILIES] != sorted(f.block.start for f in CORE_FAMILIES):
+    raise ImportError("nnjit.graph.interpreter: the core families' blocks are out of order")
 _dense_forward, _dense_backward = dense.FAMILY.forward, dense.FAMILY.backward
 _ew_forward, _ew_backward = elementwise.FAMILY.forward, elementwise.FAMILY.backward
 _act_forward, _act_backward = activations.FAMILY.forward, activations.FAMILY.backward
@@ -155,44 +164,6 @@ def _no_family_backward(op, i, ctx):
 _extension_forward = _link_family_forward = _link_next_forward = _no_family_forward
 _extension_backward = _link_family_backward = _link_next_backward = _no_family_backward
 _LINK_FIRST = _LINK_END = 0
-
-
-@jit(inline="always")
-def _forward_op(op, i, ctx):
-    """Replay record ``i`` forward; False, computing nothing, when no family of this build
-    handles ``op``."""
-    if op < _EW_FIRST:
-        if _DENSE_FIRST <= op < _DENSE_END:
-            return _dense_forward(op, i, ctx)
-    elif op < _ACT_FIRST:
-        if op < _EW_END:
-            return _ew_forward(op, i, ctx)
-    elif op < _ACT_END:
-        return _act_forward(op, i, ctx)
-    elif _DROPOUT_FIRST <= op < _DROPOUT_END:
-        return _dropout_forward(op, i, ctx)
-    elif _LOSS_FIRST <= op < _LOSS_END:
-        return _loss_forward(op, i, ctx)
-    return _extension_forward(op, i, ctx)
-
-
-@jit(inline="always")
-def _backward_op(op, i, ctx):
-    """Replay record ``i`` backward; False, computing nothing, when no family of this build
-    handles ``op``."""
-    if op < _EW_FIRST:
-        if _DENSE_FIRST <= op < _DENSE_END:
-            return _dense_backward(op, i, ctx)
-    elif op < _ACT_FIRST:
-        if op < _EW_END:
-            return _ew_backward(op, i, ctx)
-    elif op < _ACT_END:
-        return _act_backward(op, i, ctx)
-    elif _DROPOUT_FIRST <= op < _DROPOUT_END:
-        return _dropout_backward(op, i, ctx)
-    elif _LOSS_FIRST <= op < _LOSS_END:
-        return _loss_backward(op, i, ctx)
-    return _extension_backward(op, i, ctx)
 
 
 @jit(inline="always")
@@ -244,14 +215,38 @@ def replay(direction, start, stop, ctx):
             op = records[i, R_OPCODE]
             if op == _PYTHON_OP:
                 return st.YIELD_FORWARD, i
-            if not _forward_op(op, i, ctx):
+            if op < _EW_FIRST:
+                handled = _dense_forward(op, i, ctx)
+            elif op < _ACT_FIRST:
+                handled = _ew_forward(op, i, ctx)
+            elif op < _DROPOUT_FIRST:
+                handled = _act_forward(op, i, ctx)
+            elif op < _LOSS_FIRST:
+                handled = _dropout_forward(op, i, ctx)
+            elif op < _LOSS_END:
+                handled = _loss_forward(op, i, ctx)
+            else:
+                handled = _extension_forward(op, i, ctx)
+            if not handled:
                 return st.UNKNOWN_OPCODE, i
     else:
         for i in range(start, stop, -1):
             op = records[i, R_OPCODE]
             if op == _PYTHON_OP:
                 return st.YIELD_BACKWARD, i
-            if not _backward_op(op, i, ctx):
+            if op < _EW_FIRST:
+                handled = _dense_backward(op, i, ctx)
+            elif op < _ACT_FIRST:
+                handled = _ew_backward(op, i, ctx)
+            elif op < _DROPOUT_FIRST:
+                handled = _act_backward(op, i, ctx)
+            elif op < _LOSS_FIRST:
+                handled = _dropout_backward(op, i, ctx)
+            elif op < _LOSS_END:
+                handled = _loss_backward(op, i, ctx)
+            else:
+                handled = _extension_backward(op, i, ctx)
+            if not handled:
                 return st.UNKNOWN_OPCODE, i
     return st.DONE, stop
 
@@ -540,9 +535,8 @@ def _build(families):
         raise ValueError("one program uses op families that each load jobs their own way ("
                          + ", ".join(f.name for f in loaders) + "): at most one may")
     suffix = build_suffix(families)
-    chain_forward, chain_backward = _chain(families, suffix)
-    forward = _copy(_forward_op, suffix, {"_extension_forward": chain_forward})
-    backward = _copy(_backward_op, suffix, {"_extension_backward": chain_backward})
-    replay_x = _copy(replay, suffix, {"_forward_op": forward, "_backward_op": backward})
+    forward, backward = _chain(families, suffix)
+    replay_x = _copy(replay, suffix, {"_extension_forward": forward,
+                                      "_extension_backward": backward})
     return _copy(execute, suffix, {"replay": replay_x,
                                    "_load_job": loaders[0].load_job if loaders else load_rows})

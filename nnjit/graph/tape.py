@@ -359,7 +359,8 @@ class Tape:
     def dropout(self, x: Tensor, p: float) -> Tensor:
         """Inverted dropout with a mask slot drawn from the model's RNG in training mode."""
         mask = self._new_slot_like(x, "dropout.mask")
-        return self.record(OPCODE_OF["DROPOUT"], [x], x.rows, x.cols, hyper=(p,), extra_inputs=[mask])
+        return self.record(OPCODE_OF["DROPOUT"], [x], x.rows, x.cols, hyper=(p,),
+                           extra_inputs=[mask])
 
     def loss(self, opcode: int, prediction: Tensor, target: Tensor, aux: tuple = ()) -> Tensor:
         """Record the loss op (it seeds the gradient of ``prediction``)."""

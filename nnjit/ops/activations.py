@@ -27,6 +27,9 @@ from nnjit.ops.context import (
 from nnjit.ops.family import OpFamily, register
 from nnjit.ops.spec import OpSpec
 
+# grad_flags bits as plain ints (one IR load each in the inlined dispatchers)
+_NEED_A = NEEDS_GRAD[0]
+_ACC_A = ACCUMULATE[0]
 FIRST_OPCODE = 20
 (_RELU, _LEAKY_RELU, _ELU, _SELU, _TANH, _SIGMOID, _SOFTPLUS,
  _GELU) = range(FIRST_OPCODE, FIRST_OPCODE + 8)
@@ -170,8 +173,10 @@ def activation_backward(op, x, y, dy, dx, accumulate, alpha):
 @dispatcher
 def forward(op, i, ctx):
     if _RELU <= op < _END:
-        records, slots, values, rows = (ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_VALUES],
-                                        ctx[CTX_ROWS])
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        values = ctx[CTX_VALUES]
+        rows = ctx[CTX_ROWS]
         h = records[i, R_AUX0]
         return activation_forward(op, slot_flat(values, slots, records[i, R_IN0], rows),
                                   slot_flat(values, slots, records[i, R_OUT], rows),
@@ -182,10 +187,13 @@ def forward(op, i, ctx):
 @dispatcher
 def backward(op, i, ctx):
     if _RELU <= op < _END:
-        records, slots, rows = ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_ROWS]
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        rows = ctx[CTX_ROWS]
         f = records[i, R_FLAGS]
-        if (f & NEEDS_GRAD[0]) != 0:
-            values, grads = ctx[CTX_VALUES], ctx[CTX_GRADS]
+        if (f & _NEED_A) != 0:
+            values = ctx[CTX_VALUES]
+            grads = ctx[CTX_GRADS]
             a = records[i, R_IN0]
             o = records[i, R_OUT]
             h = records[i, R_AUX0]
@@ -193,7 +201,7 @@ def backward(op, i, ctx):
                                        slot_flat(values, slots, o, rows),
                                        slot_flat(grads, slots, o, rows),
                                        slot_flat(grads, slots, a, rows),
-                                       (f & ACCUMULATE[0]) != 0,
+                                       (f & _ACC_A) != 0,
                                        ctx[CTX_HYPER][h] if h >= 0 else 0.0)
         return True
     return False

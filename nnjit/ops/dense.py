@@ -22,6 +22,13 @@ from nnjit.ops.context import (
 from nnjit.ops.family import OpFamily, register
 from nnjit.ops.spec import OpSpec
 
+# grad_flags bits as plain ints (one IR load each in the inlined dispatchers)
+_NEED_A = NEEDS_GRAD[0]
+_NEED_B = NEEDS_GRAD[1]
+_NEED_C = NEEDS_GRAD[2]
+_ACC_A = ACCUMULATE[0]
+_ACC_B = ACCUMULATE[1]
+_ACC_C = ACCUMULATE[2]
 FIRST_OPCODE = 1
 _DENSE = FIRST_OPCODE
 
@@ -52,8 +59,10 @@ def _scratch_like(scratch, like, needed):
 @dispatcher
 def forward(op, i, ctx):
     if op == _DENSE:
-        records, slots, values, rows = ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_VALUES], \
-            ctx[CTX_ROWS]
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        values = ctx[CTX_VALUES]
+        rows = ctx[CTX_ROWS]
         b = records[i, R_IN1]
         c = records[i, R_IN2]
         kd.dense_forward(
@@ -69,26 +78,29 @@ def forward(op, i, ctx):
 @dispatcher
 def backward(op, i, ctx):
     if op == _DENSE:
-        records, slots, values, grads, rows = (ctx[CTX_RECORDS], ctx[CTX_SLOTS],
-                                               ctx[CTX_VALUES], ctx[CTX_GRADS], ctx[CTX_ROWS])
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        values = ctx[CTX_VALUES]
+        grads = ctx[CTX_GRADS]
+        rows = ctx[CTX_ROWS]
         scratch = ctx[CTX_SCRATCH]
         a = records[i, R_IN0]
         b = records[i, R_IN1]
         c = records[i, R_IN2]
         f = records[i, R_FLAGS]
         dy = slot_view(grads, slots, records[i, R_OUT], rows)
-        if (f & NEEDS_GRAD[0]) != 0:
-            acc = (f & ACCUMULATE[0]) != 0
+        if (f & _NEED_A) != 0:
+            acc = (f & _ACC_A) != 0
             dx = slot_view(grads, slots, a, rows)
             kd.dense_backward_input(dy, slot_view(values, slots, b, rows), dx,
                                     _scratch_like(scratch, dx, acc), acc)
-        if (f & NEEDS_GRAD[1]) != 0:
-            acc = (f & ACCUMULATE[1]) != 0
+        if (f & _NEED_B) != 0:
+            acc = (f & _ACC_B) != 0
             dw = slot_view(grads, slots, b, rows)
             kd.dense_backward_weight(dy, slot_view(values, slots, a, rows), dw,
                                      _scratch_like(scratch, dw, acc), acc)
-        if c >= 0 and (f & NEEDS_GRAD[2]) != 0:
-            kd.dense_backward_bias(dy, slot_flat(grads, slots, c, rows), (f & ACCUMULATE[2]) != 0)
+        if c >= 0 and (f & _NEED_C) != 0:
+            kd.dense_backward_bias(dy, slot_flat(grads, slots, c, rows), (f & _ACC_C) != 0)
         return True
     return False
 

@@ -22,6 +22,9 @@ from nnjit.ops.context import (
 from nnjit.ops.family import OpFamily, register
 from nnjit.ops.spec import OpSpec
 
+# grad_flags bits as plain ints (one IR load each in the inlined dispatchers)
+_NEED_A = NEEDS_GRAD[0]
+_ACC_A = ACCUMULATE[0]
 FIRST_OPCODE = 30
 _DROPOUT = FIRST_OPCODE
 
@@ -44,8 +47,10 @@ SPECS = (
 @dispatcher
 def forward(op, i, ctx):
     if op == _DROPOUT:
-        records, slots, values, rows = (ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_VALUES],
-                                        ctx[CTX_ROWS])
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        values = ctx[CTX_VALUES]
+        rows = ctx[CTX_ROWS]
         x = slot_flat(values, slots, records[i, R_IN0], rows)
         y = slot_flat(values, slots, records[i, R_OUT], rows)
         if ctx[CTX_TRAINING]:
@@ -61,14 +66,16 @@ def forward(op, i, ctx):
 @dispatcher
 def backward(op, i, ctx):
     if op == _DROPOUT:
-        records, slots, rows = ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_ROWS]
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        rows = ctx[CTX_ROWS]
         f = records[i, R_FLAGS]
-        if (f & NEEDS_GRAD[0]) != 0:
+        if (f & _NEED_A) != 0:
             grads = ctx[CTX_GRADS]
             ke.dropout_backward(slot_flat(ctx[CTX_VALUES], slots, records[i, R_IN1], rows),
                                 slot_flat(grads, slots, records[i, R_OUT], rows),
                                 slot_flat(grads, slots, records[i, R_IN0], rows),
-                                (f & ACCUMULATE[0]) != 0)
+                                (f & _ACC_A) != 0)
         return True
     return False
 

@@ -12,6 +12,11 @@ from nnjit.ops.context import CTX_GRADS, CTX_RECORDS, CTX_ROWS, CTX_SLOTS, CTX_V
 from nnjit.ops.family import OpFamily, register
 from nnjit.ops.spec import OpSpec
 
+# grad_flags bits as plain ints (one IR load each in the inlined dispatchers)
+_NEED_A = NEEDS_GRAD[0]
+_NEED_B = NEEDS_GRAD[1]
+_ACC_A = ACCUMULATE[0]
+_ACC_B = ACCUMULATE[1]
 FIRST_OPCODE = 10
 _ADD = FIRST_OPCODE
 _MUL = FIRST_OPCODE + 1
@@ -35,7 +40,10 @@ SPECS = (
 
 @dispatcher
 def forward(op, i, ctx):
-    records, slots, values, rows = ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_VALUES], ctx[CTX_ROWS]
+    records = ctx[CTX_RECORDS]
+    slots = ctx[CTX_SLOTS]
+    values = ctx[CTX_VALUES]
+    rows = ctx[CTX_ROWS]
     if op == _ADD:
         ke.add_forward(slot_flat(values, slots, records[i, R_IN0], rows),
                        slot_flat(values, slots, records[i, R_IN1], rows),
@@ -51,15 +59,18 @@ def forward(op, i, ctx):
 
 @dispatcher
 def backward(op, i, ctx):
-    records, slots, values, grads, rows = (ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_VALUES],
-                                           ctx[CTX_GRADS], ctx[CTX_ROWS])
+    records = ctx[CTX_RECORDS]
+    slots = ctx[CTX_SLOTS]
+    values = ctx[CTX_VALUES]
+    grads = ctx[CTX_GRADS]
+    rows = ctx[CTX_ROWS]
     a = records[i, R_IN0]
     b = records[i, R_IN1]
     f = records[i, R_FLAGS]
-    need_a = (f & NEEDS_GRAD[0]) != 0
-    need_b = (f & NEEDS_GRAD[1]) != 0
-    acc_a = (f & ACCUMULATE[0]) != 0
-    acc_b = (f & ACCUMULATE[1]) != 0
+    need_a = (f & _NEED_A) != 0
+    need_b = (f & _NEED_B) != 0
+    acc_a = (f & _ACC_A) != 0
+    acc_b = (f & _ACC_B) != 0
     if op == _ADD:
         dy = slot_flat(grads, slots, records[i, R_OUT], rows)
         if need_a:

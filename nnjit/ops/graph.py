@@ -104,7 +104,7 @@ SPECS = (
     OpSpec("SPMM", 3, "(N,H*C),(E,H)?,(1,H*C)?->(N,H*C)", None, spmm, grad_inputs=(0, 1, 2),
            aux={"aux0": _CSR_AUX}, graph=True, reference_note=_NOTE),
     OpSpec("EDGE_WEIGHTS", 0, "->(E,1)", None, edge_weights, hyper=("kind",),
-           sample_hyper={"kind": "gcn"},
+           sample_hyper={"kind": ("gcn", "mean")},
            aux={"aux0": _CSR_AUX, "aux1": "EDGE_WEIGHTS_GCN (0) or EDGE_WEIGHTS_MEAN (1)"},
            graph=True, reference_note=_NOTE),
     OpSpec("SCATTER_MAX", 1, "(N,F)->(N,F)", None, scatter_max, grad_inputs=(0,),

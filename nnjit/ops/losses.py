@@ -47,11 +47,26 @@ def bce_with_logits(prediction, target):
     return prediction.tape.loss(_BCE, prediction, target)
 
 
-def _softmax_ce(logits, labels):
-    """Mean cross-entropy of integer ``labels`` (N,) under softmax(``logits``) (N, C)."""
+def _softmax_ce(logits, targets):
+    """Mean cross-entropy under softmax(``logits``) (N, C) of class indices (N,) or (N, 1), or
+    of probability rows (N, C)."""
     z = logits - logits.max(axis=1, keepdims=True)
     log_p = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-    return -np.mean(log_p[np.arange(len(labels)), np.asarray(labels).reshape(-1).astype(int)])
+    targets = np.asarray(targets)
+    if targets.ndim == 2 and targets.shape[1] == logits.shape[1] and logits.shape[1] > 1:
+        return -np.mean((targets * log_p).sum(axis=1))
+    return -np.mean(log_p[np.arange(len(targets)), targets.reshape(-1).astype(int)])
+
+
+def _class_targets(rng, dims):
+    """Class indices (B, 1) when T == 1, else one-hot rows (B, K)."""
+    b, k, t = dims["B"], dims["K"], dims["T"]
+    labels = rng.integers(0, k, b)
+    return {1: labels.reshape(b, 1) if t == 1 else np.eye(k)[labels][:, :t]}
+
+
+def _binary_targets(rng, dims):
+    return {1: rng.integers(0, 2, (dims["B"], dims["T"])).astype(np.float64)}
 
 
 _LOSS = "(B,K),(B,T)->(1,1)"
@@ -60,11 +75,12 @@ _LOSS_AUX = {"aux0": "unused (-1)"}
 SPECS = (
     OpSpec("SOFTMAX_CE", 2, _LOSS, _softmax_ce, softmax_ce, grad_inputs=(0,),
            aux={**_LOSS_AUX, "aux1": "1 when targets hold class indices (T == 1), 0 for "
-                                     "probability rows (T == K)"}),
+                                     "probability rows (T == K)"},
+           sample_inputs=_class_targets),
     OpSpec("MSE", 2, _LOSS, lambda p, t: np.mean((p - t) ** 2), mse, grad_inputs=(0,),
            aux=_LOSS_AUX),
     OpSpec("BCE_WITH_LOGITS", 2, _LOSS, lambda z, t: np.mean(np.logaddexp(0.0, z) - z * t),
-           bce_with_logits, grad_inputs=(0,), aux=_LOSS_AUX),
+           bce_with_logits, grad_inputs=(0,), aux=_LOSS_AUX, sample_inputs=_binary_targets),
 )
 _END = FIRST_OPCODE + len(SPECS)
 
@@ -97,7 +113,9 @@ def loss_and_seed(op, pred, target, dpred, target_is_index, write_grad):
 @dispatcher
 def forward(op, i, ctx):
     if _SOFTMAX_CE <= op < _END:
-        records, slots, rows = ctx[CTX_RECORDS], ctx[CTX_SLOTS], ctx[CTX_ROWS]
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        rows = ctx[CTX_ROWS]
         a = records[i, R_IN0]
         loss, correct, counted = loss_and_seed(
             op, slot_view(ctx[CTX_VALUES], slots, a, rows),

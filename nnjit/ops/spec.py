@@ -21,7 +21,8 @@ def _parse(sig: str):
     """(input shapes, optional flags, output shape) of ``sig``; ValueError naming the fault."""
     if not isinstance(sig, str) or sig.count("->") != 1:
         raise ValueError(f"signature {sig!r}: expected 'inputs->output', e.g. '(B,F)->(B,F)'")
-    left, right = (s.replace(" ", "") for s in sig.split("->"))
+    # spaces may pad the punctuation, never split a dimension name
+    left, right = (re.sub(r"\s*([(),?*])\s*", r"\1", s).strip() for s in sig.split("->"))
     inputs, optional = [], []
     pos = 0
     while pos < len(left):
@@ -110,6 +111,8 @@ class OpSpec:
         aux: meaning of each aux field the op uses, ``{"aux0": "...", ...}``.
         graph: True when the op reads the program's graph (it needs one to be traced).
         reference_note: where an op without a reference is tested.
+        sample_inputs: for inputs whose values a (low, high) domain cannot describe (class
+            indices, 0/1 labels): ``sample_inputs(rng, dims) -> {input index: array}``.
     """
 
     name: str
@@ -124,6 +127,7 @@ class OpSpec:
     aux: dict[str, str] = field(default_factory=dict)
     graph: bool = False
     reference_note: str = ""
+    sample_inputs: Callable | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not re.fullmatch(r"[A-Z][A-Z0-9_]*", self.name):
