@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python -m benchmarks.custom_ops            # 100 epochs x 9 repeats (about 30 s warm)
+    python -m benchmarks.custom_ops            # 100 epochs x 9 repeats (about 1 minute)
     python -m benchmarks.custom_ops --quick    # smoke test: 2 epochs, 1 repeat
 
 The same MLP ``Linear(64, 64) - SiLU - Linear(64, 10)``, cross-entropy, batch 16, Adam lr 0.001,
