@@ -29,7 +29,7 @@ import numpy as np
 
 from nnjit.graph import status as st
 from nnjit.graph.arena import S_OFFSET
-from nnjit.graph.batch_loading import (  # noqa: F401  (L_*: the layout names, read from here)
+from nnjit.graph.batch_loading import (
     L_INPUT,
     L_LOSS_OP,
     L_MAX_BATCH,
@@ -55,6 +55,11 @@ from nnjit.ops.family import OpFamily
 
 # Tasks.
 TASK_FIT, TASK_EVALUATE, TASK_PREDICT, TASK_GRADIENT = 0, 1, 2, 3
+
+# The program layout vector's fields (nnjit.graph.batch_loading), in order: Python reads them here.
+LAYOUT_FIELDS = (L_INPUT, L_TARGET, L_OUTPUT, L_LOSS_OP, L_N_PARAMS, L_SCRATCH, L_MAX_BATCH)
+if LAYOUT_FIELDS != tuple(range(LAYOUT_WIDTH)):
+    raise ImportError("nnjit.graph.interpreter: the layout fields are out of order")
 
 # Run configuration (float64).
 (

@@ -172,39 +172,39 @@ def activation_backward(op, x, y, dy, dx, accumulate, alpha):
 
 @dispatcher
 def forward(op, i, ctx):
-    if _RELU <= op < _END:
+    handled = (op >= _RELU) & (op < _END)
+    if handled:
         records = ctx[CTX_RECORDS]
         slots = ctx[CTX_SLOTS]
         values = ctx[CTX_VALUES]
         rows = ctx[CTX_ROWS]
         h = records[i, R_AUX0]
-        return activation_forward(op, slot_flat(values, slots, records[i, R_IN0], rows),
-                                  slot_flat(values, slots, records[i, R_OUT], rows),
-                                  ctx[CTX_HYPER][h] if h >= 0 else 0.0)
-    return False
+        handled = activation_forward(op, slot_flat(values, slots, records[i, R_IN0], rows),
+                                     slot_flat(values, slots, records[i, R_OUT], rows),
+                                     ctx[CTX_HYPER][h] if h >= 0 else 0.0)
+    return handled
 
 
 @dispatcher
 def backward(op, i, ctx):
-    if _RELU <= op < _END:
+    handled = (op >= _RELU) & (op < _END)
+    if handled:
         records = ctx[CTX_RECORDS]
-        slots = ctx[CTX_SLOTS]
-        rows = ctx[CTX_ROWS]
         f = records[i, R_FLAGS]
         if (f & _NEED_A) != 0:
+            slots = ctx[CTX_SLOTS]
             values = ctx[CTX_VALUES]
             grads = ctx[CTX_GRADS]
+            rows = ctx[CTX_ROWS]
             a = records[i, R_IN0]
             o = records[i, R_OUT]
             h = records[i, R_AUX0]
-            return activation_backward(op, slot_flat(values, slots, a, rows),
-                                       slot_flat(values, slots, o, rows),
-                                       slot_flat(grads, slots, o, rows),
-                                       slot_flat(grads, slots, a, rows),
-                                       (f & _ACC_A) != 0,
-                                       ctx[CTX_HYPER][h] if h >= 0 else 0.0)
-        return True
-    return False
+            handled = activation_backward(op, slot_flat(values, slots, a, rows),
+                                          slot_flat(values, slots, o, rows),
+                                          slot_flat(grads, slots, o, rows),
+                                          slot_flat(grads, slots, a, rows), (f & _ACC_A) != 0,
+                                          ctx[CTX_HYPER][h] if h >= 0 else 0.0)
+    return handled
 
 
 FAMILY = register(OpFamily("activations", SPECS, forward, backward, core=True,

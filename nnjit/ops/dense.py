@@ -58,7 +58,8 @@ def _scratch_like(scratch, like, needed):
 
 @dispatcher
 def forward(op, i, ctx):
-    if op == _DENSE:
+    handled = op == _DENSE
+    if handled:
         records = ctx[CTX_RECORDS]
         slots = ctx[CTX_SLOTS]
         values = ctx[CTX_VALUES]
@@ -71,13 +72,13 @@ def forward(op, i, ctx):
             slot_view(values, slots, records[i, R_OUT], rows), c >= 0, ctx[CTX_DENSE_MODE],
             ctx[CTX_SCRATCH],
         )
-        return True
-    return False
+    return handled
 
 
 @dispatcher
 def backward(op, i, ctx):
-    if op == _DENSE:
+    handled = op == _DENSE
+    if handled:
         records = ctx[CTX_RECORDS]
         slots = ctx[CTX_SLOTS]
         values = ctx[CTX_VALUES]
@@ -90,19 +91,18 @@ def backward(op, i, ctx):
         f = records[i, R_FLAGS]
         dy = slot_view(grads, slots, records[i, R_OUT], rows)
         if (f & _NEED_A) != 0:
-            acc = (f & _ACC_A) != 0
+            acc_a = (f & _ACC_A) != 0
             dx = slot_view(grads, slots, a, rows)
             kd.dense_backward_input(dy, slot_view(values, slots, b, rows), dx,
-                                    _scratch_like(scratch, dx, acc), acc)
+                                    _scratch_like(scratch, dx, acc_a), acc_a)
         if (f & _NEED_B) != 0:
-            acc = (f & _ACC_B) != 0
+            acc_b = (f & _ACC_B) != 0
             dw = slot_view(grads, slots, b, rows)
             kd.dense_backward_weight(dy, slot_view(values, slots, a, rows), dw,
-                                     _scratch_like(scratch, dw, acc), acc)
+                                     _scratch_like(scratch, dw, acc_b), acc_b)
         if c >= 0 and (f & _NEED_C) != 0:
             kd.dense_backward_bias(dy, slot_flat(grads, slots, c, rows), (f & _ACC_C) != 0)
-        return True
-    return False
+    return handled
 
 
 FAMILY = register(OpFamily("dense", SPECS, forward, backward, core=True,

@@ -46,7 +46,8 @@ SPECS = (
 
 @dispatcher
 def forward(op, i, ctx):
-    if op == _DROPOUT:
+    handled = op == _DROPOUT
+    if handled:
         records = ctx[CTX_RECORDS]
         slots = ctx[CTX_SLOTS]
         values = ctx[CTX_VALUES]
@@ -59,25 +60,24 @@ def forward(op, i, ctx):
         else:
             for k in range(x.size):
                 y[k] = x[k]
-        return True
-    return False
+    return handled
 
 
 @dispatcher
 def backward(op, i, ctx):
-    if op == _DROPOUT:
+    handled = op == _DROPOUT
+    if handled:
         records = ctx[CTX_RECORDS]
-        slots = ctx[CTX_SLOTS]
-        rows = ctx[CTX_ROWS]
         f = records[i, R_FLAGS]
         if (f & _NEED_A) != 0:
+            slots = ctx[CTX_SLOTS]
             grads = ctx[CTX_GRADS]
+            rows = ctx[CTX_ROWS]
             ke.dropout_backward(slot_flat(ctx[CTX_VALUES], slots, records[i, R_IN1], rows),
                                 slot_flat(grads, slots, records[i, R_OUT], rows),
                                 slot_flat(grads, slots, records[i, R_IN0], rows),
                                 (f & _ACC_A) != 0)
-        return True
-    return False
+    return handled
 
 
 FAMILY = register(OpFamily("dropout", SPECS, forward, backward, core=True,

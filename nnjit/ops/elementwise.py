@@ -40,54 +40,48 @@ SPECS = (
 
 @dispatcher
 def forward(op, i, ctx):
-    records = ctx[CTX_RECORDS]
-    slots = ctx[CTX_SLOTS]
-    values = ctx[CTX_VALUES]
-    rows = ctx[CTX_ROWS]
-    if op == _ADD:
-        ke.add_forward(slot_flat(values, slots, records[i, R_IN0], rows),
-                       slot_flat(values, slots, records[i, R_IN1], rows),
-                       slot_flat(values, slots, records[i, R_OUT], rows))
-    elif op == _MUL:
-        ke.mul_forward(slot_flat(values, slots, records[i, R_IN0], rows),
-                       slot_flat(values, slots, records[i, R_IN1], rows),
-                       slot_flat(values, slots, records[i, R_OUT], rows))
-    else:
-        return False
-    return True
+    handled = (op == _ADD) | (op == _MUL)
+    if handled:
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        values = ctx[CTX_VALUES]
+        rows = ctx[CTX_ROWS]
+        a = slot_flat(values, slots, records[i, R_IN0], rows)
+        b = slot_flat(values, slots, records[i, R_IN1], rows)
+        y = slot_flat(values, slots, records[i, R_OUT], rows)
+        if op == _ADD:
+            ke.add_forward(a, b, y)
+        else:
+            ke.mul_forward(a, b, y)
+    return handled
 
 
 @dispatcher
 def backward(op, i, ctx):
-    records = ctx[CTX_RECORDS]
-    slots = ctx[CTX_SLOTS]
-    values = ctx[CTX_VALUES]
-    grads = ctx[CTX_GRADS]
-    rows = ctx[CTX_ROWS]
-    a = records[i, R_IN0]
-    b = records[i, R_IN1]
-    f = records[i, R_FLAGS]
-    need_a = (f & _NEED_A) != 0
-    need_b = (f & _NEED_B) != 0
-    acc_a = (f & _ACC_A) != 0
-    acc_b = (f & _ACC_B) != 0
-    if op == _ADD:
+    handled = (op == _ADD) | (op == _MUL)
+    if handled:
+        records = ctx[CTX_RECORDS]
+        slots = ctx[CTX_SLOTS]
+        values = ctx[CTX_VALUES]
+        grads = ctx[CTX_GRADS]
+        rows = ctx[CTX_ROWS]
+        a = records[i, R_IN0]
+        b = records[i, R_IN1]
+        f = records[i, R_FLAGS]
         dy = slot_flat(grads, slots, records[i, R_OUT], rows)
-        if need_a:
-            ke.add_backward(dy, slot_flat(grads, slots, a, rows), acc_a)
-        if need_b:
-            ke.add_backward(dy, slot_flat(grads, slots, b, rows), acc_b)
-    elif op == _MUL:
-        dy = slot_flat(grads, slots, records[i, R_OUT], rows)
-        if need_a:
-            ke.mul_backward(dy, slot_flat(values, slots, b, rows), slot_flat(grads, slots, a, rows),
-                            acc_a)
-        if need_b:
-            ke.mul_backward(dy, slot_flat(values, slots, a, rows), slot_flat(grads, slots, b, rows),
-                            acc_b)
-    else:
-        return False
-    return True
+        if op == _ADD:
+            if (f & _NEED_A) != 0:
+                ke.add_backward(dy, slot_flat(grads, slots, a, rows), (f & _ACC_A) != 0)
+            if (f & _NEED_B) != 0:
+                ke.add_backward(dy, slot_flat(grads, slots, b, rows), (f & _ACC_B) != 0)
+        else:
+            if (f & _NEED_A) != 0:
+                ke.mul_backward(dy, slot_flat(values, slots, b, rows),
+                                slot_flat(grads, slots, a, rows), (f & _ACC_A) != 0)
+            if (f & _NEED_B) != 0:
+                ke.mul_backward(dy, slot_flat(values, slots, a, rows),
+                                slot_flat(grads, slots, b, rows), (f & _ACC_B) != 0)
+    return handled
 
 
 FAMILY = register(OpFamily("elementwise", SPECS, forward, backward, core=True,

@@ -112,7 +112,8 @@ def loss_and_seed(op, pred, target, dpred, target_is_index, write_grad):
 
 @dispatcher
 def forward(op, i, ctx):
-    if _SOFTMAX_CE <= op < _END:
+    handled = (op >= _SOFTMAX_CE) & (op < _END)
+    if handled:
         records = ctx[CTX_RECORDS]
         slots = ctx[CTX_SLOTS]
         rows = ctx[CTX_ROWS]
@@ -122,20 +123,18 @@ def forward(op, i, ctx):
             slot_view(ctx[CTX_VALUES], slots, records[i, R_IN1], rows),
             slot_view(ctx[CTX_GRADS], slots, a, rows), records[i, R_AUX1] == 1,
             ctx[CTX_TRAINING])
-        if counted < 0:
-            return False
         stats = ctx[CTX_STATS]
         stats[0] += loss
         stats[1] += correct
         stats[2] += counted
-        return True
-    return False
+        handled = counted >= 0
+    return handled
 
 
 @dispatcher
 def backward(op, i, ctx):
     # the forward wrote the gradient seed
-    return _SOFTMAX_CE <= op < _END
+    return (op >= _SOFTMAX_CE) & (op < _END)
 
 
 FAMILY = register(OpFamily("losses", SPECS, forward, backward, core=True,
