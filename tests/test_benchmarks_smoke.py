@@ -33,6 +33,7 @@ EXPECTED_KEYS = {
     "parallel": {"kernels", "families", "thresholds", "threads", "compile"},
     "gnn": {"models", "targets", "compile", "skipped"},
     "gnn_sampled": {"summary", "memory"},
+    "custom_ops": {"compile", "steady_state", "ratios"},
 }
 
 
