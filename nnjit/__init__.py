@@ -11,10 +11,10 @@ from nnjit.data.full_batch import FullBatch as FullBatch
 from nnjit.data.graph import Graph as Graph
 from nnjit.data.loader import DataLoader as DataLoader
 from nnjit.data.neighbor_loader import NeighborLoader as NeighborLoader
-from nnjit.graph.status import TrainingDivergedError as TrainingDivergedError
-from nnjit.graph.status import UnknownOpcodeError as UnknownOpcodeError
-from nnjit.graph.tape import Tape as Tape
-from nnjit.graph.tape import Tensor as Tensor
+from nnjit.engine.status import TrainingDivergedError as TrainingDivergedError
+from nnjit.engine.status import UnknownOpcodeError as UnknownOpcodeError
+from nnjit.tape.tape import Tape as Tape
+from nnjit.tape.tape import Tensor as Tensor
 from nnjit.losses import BCEWithLogitsLoss as BCEWithLogitsLoss
 from nnjit.losses import CrossEntropyLoss as CrossEntropyLoss
 from nnjit.losses import MSELoss as MSELoss

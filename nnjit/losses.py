@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from nnjit.data.loader import all_finite, to_arena
-from nnjit.graph.opcodes import Opcode
-from nnjit.graph.tape import Tape, Tensor
+from nnjit.ops.opcodes import Opcode
+from nnjit.tape.tape import Tape, Tensor
 
 
 class Loss:

@@ -23,7 +23,7 @@ def test_no_stray_fastmath_or_bare_njit():
 
 
 def test_fastmath_flags_keep_nan_checks():
-    from nnjit.config import FASTMATH
+    from nnjit.kernels._jit import FASTMATH
     from nnjit.kernels.loss import first_nonfinite
 
     assert "nnan" not in FASTMATH and "ninf" not in FASTMATH and FASTMATH != {"fast"}

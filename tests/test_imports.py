@@ -31,13 +31,7 @@ CIRCLE_ALLOWLIST = {
 }
 
 #: kernels modules' imports from nnjit outside kernels (importer, imported).
-KERNELS_ALLOWLIST = {
-    # issue 12: the fastmath flags live in nnjit/config.py (the name that clashes with
-    # experiment/config.py); they belong next to the decorator.
-    ("nnjit.kernels._jit", "nnjit.config"),
-    # issue 12: the compiled plateau rule is defined in schedulers.py next to its Python twin.
-    ("nnjit.kernels.gradients", "nnjit.schedulers"),
-}
+KERNELS_ALLOWLIST: set[tuple[str, str]] = set()
 
 
 def _module_name(path: pathlib.Path) -> str:

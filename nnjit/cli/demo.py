@@ -60,7 +60,7 @@ def timing_line(history, wall_seconds: float, compiled_seconds: float) -> str:
 
 def _timed_fit(fit) -> tuple:
     """Run ``fit()``; return its history, wall seconds and the seconds spent compiling."""
-    from nnjit.graph.compile_notice import compile_seconds
+    from nnjit.engine.compile_notice import compile_seconds
 
     compiled, start = compile_seconds(), time.perf_counter()
     history = fit()
@@ -100,7 +100,7 @@ def warmup(graph: bool = False) -> None:
     import numpy as np
 
     from nnjit.data.loader import DataLoader
-    from nnjit.graph.compile_notice import WARMUP_COMMAND
+    from nnjit.engine.compile_notice import WARMUP_COMMAND
     from nnjit.nn import Linear, Sequential
     from nnjit.train.trainer import Trainer
 

@@ -25,9 +25,9 @@ import numpy as np
 
 from nnjit.export.optional import require
 from nnjit.export.trace import Trace, input_width, trace_model
-from nnjit.graph.opcodes import GRAPH_OPCODES, SPECS, Opcode
 from nnjit.nn.module import Module, walk_modules
 from nnjit.nn.providers import provide
+from nnjit.ops.opcodes import GRAPH_OPCODES, SPECS, Opcode
 
 ONNX_OPSET = 17
 ONNX_IR_VERSION = 8  # the IR version of onnx 1.12, which introduced opset 17
@@ -181,7 +181,7 @@ def _build(onnx, trace: Trace, model: Module, dtype: np.dtype):
 
 
 def _activation(b: _GraphBuilder, op: Opcode, x: str, hyper: list[float], base: str) -> str:
-    """The ONNX nodes of one activation (formulas as nnjit/graph/opcodes.py's references)."""
+    """The ONNX nodes of one activation (formulas as nnjit/ops/opcodes.py's references)."""
     if op == Opcode.RELU:
         return b.node("Relu", [x], base)
     if op == Opcode.TANH:

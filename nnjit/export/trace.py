@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from nnjit.checks import is_int
-from nnjit.graph.tape import Tape, Tensor
 from nnjit.nn.linear import Linear
 from nnjit.nn.module import Module, walk_modules
+from nnjit.tape.tape import Tape, Tensor
 
 #: Rows of the traced batch. Only shapes are recorded; an uncommon value keeps a parameter's row
 #: count from passing for the batch size by coincidence.

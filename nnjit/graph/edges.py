@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from nnjit.graph import graph_data as gd
-from nnjit.graph.opcodes import (
+from nnjit.ops.opcodes import (
     EDGE_WEIGHTS_GCN,
     EDGE_WEIGHTS_MEAN,
     GRAPH_FEATURES,
@@ -22,7 +22,7 @@ from nnjit.graph.opcodes import (
     GRAPH_RAW,
     Opcode,
 )
-from nnjit.graph.tape import BatchDim, SlotSpec, Symbolic, Tape, Tensor
+from nnjit.tape.tape import BatchDim, SlotSpec, Symbolic, Tape, Tensor
 
 WEIGHT_KINDS = {"gcn": EDGE_WEIGHTS_GCN, "mean": EDGE_WEIGHTS_MEAN}
 

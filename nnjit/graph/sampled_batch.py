@@ -9,8 +9,8 @@ Node slots then hold the subgraph's nodes and the loss counts the seeds only. Al
 sized once from the batch size and fan-outs: memory is bounded by them, not by the graph.
 """
 
-from nnjit.graph.arena import S_FLAGS, S_ROWS, SLOT_EDGES_LOOPS, SLOT_EDGES_RAW
-from nnjit.graph.batch_loading import L_INPUT, L_TARGET, load_batch, load_rows
+from nnjit.engine.batch_loading import load_batch, load_rows
+from nnjit.engine.fields import L_INPUT, L_TARGET
 from nnjit.graph.graph_data import (
     G_CSR,
     G_FANOUTS,
@@ -25,15 +25,16 @@ from nnjit.graph.graph_data import (
     G_NODE_IDS,
     G_NUM_NODES,
     G_SEEDS,
-    MODE_FULL_BATCH,
     GRAPH_LOOPS,
     GRAPH_RAW,
+    MODE_FULL_BATCH,
     MODE_SAMPLED,
 )
-from nnjit.graph.slot_views import slot_view
 from nnjit.kernels._jit import jit
 from nnjit.kernels.sampling import add_self_loops, sample_subgraph
 from nnjit.kernels.views import view1d
+from nnjit.tape.arena import S_FLAGS, S_ROWS, SLOT_EDGES_LOOPS, SLOT_EDGES_RAW
+from nnjit.tape.slot_views import slot_view
 
 
 @jit

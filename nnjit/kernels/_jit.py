@@ -6,8 +6,12 @@ and the cache policy are decided here and nowhere else (a test greps for stray `
 
 import numba
 
-from nnjit.config import FASTMATH
 from nnjit.kernels import cache_locator
+
+#: LLVM fast-math flags used by every compiled function. Deliberately *not* fast-math "True":
+#: that adds ``nnan``/``ninf``, under which LLVM folds ``isnan``/``isfinite`` to constants and
+#: NaN detection (early stopping on divergence) silently stops working.
+FASTMATH = frozenset({"nsz", "arcp", "contract", "afn", "reassoc"})
 
 JIT_OPTIONS = dict(
     nogil=True,

@@ -3,10 +3,7 @@
 import math
 
 from nnjit.kernels._jit import jit
-from nnjit.schedulers import plateau_step as _plateau_step
-
-#: ReduceLROnPlateau's rule, compiled from the one source in :mod:`nnjit.schedulers`.
-plateau_step = jit(_plateau_step)
+from nnjit.kernels.plateau import plateau_step  # noqa: F401  (the loop reads it from here)
 
 
 @jit

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from nnjit.checks import Real
-from nnjit.graph.tape import Tensor
 from nnjit.nn import functional as F
 from nnjit.nn.module import Module
+from nnjit.tape.tape import Tensor
 
 
 class Dropout(Module):

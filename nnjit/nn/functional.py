@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nnjit.graph.opcodes import Opcode
-from nnjit.graph.tape import Tensor
+from nnjit.ops.opcodes import Opcode
+from nnjit.tape.tape import Tensor
 
 
 def relu(x: Tensor) -> Tensor:

@@ -7,12 +7,12 @@ import math
 import numpy as np
 
 from nnjit.checks import Int
-from nnjit.config import DEFAULT_DTYPE
+from nnjit.dtypes import DEFAULT_DTYPE
 from nnjit.graph.edges import SparseFeatures
-from nnjit.graph.tape import Tensor
 from nnjit.nn.module import Module
 from nnjit.nn.parameter import Parameter
 from nnjit.random import generator as default_generator
+from nnjit.tape.tape import Tensor
 
 _WIDTH = Int(min=1, says="a positive int")
 

@@ -14,11 +14,11 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from nnjit.graph.tape import Symbolic, Tape, current_tape
 from nnjit.io.nne import check_state
 from nnjit.io.weights import load_module, save_module
 from nnjit.nn.parameter import Parameter
 from nnjit.nn.providers import provider
+from nnjit.tape.tape import Symbolic, Tape, current_tape
 
 MSG_DATA_CALL = (
     "{cls} was called with {n} arguments: on data, call the model with one, an array of shape "

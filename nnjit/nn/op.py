@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 
-from nnjit.graph.tape import Tape, Tensor, current_tape
+from nnjit.tape.tape import Tape, Tensor, current_tape
 
 
 class Op:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnjit.config import DEFAULT_DTYPE
+from nnjit.dtypes import DEFAULT_DTYPE
 
 
 class Parameter:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nnjit.graph.tape import Tensor
 from nnjit.nn.module import Module
+from nnjit.tape.tape import Tensor
 
 
 class Sequential(Module):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from nnjit.checks import is_int
-from nnjit.graph.tape import Tensor
 from nnjit.nn.providers import provider
+from nnjit.tape.tape import Tensor
 
 _COLUMNS = ("Layer (path)", "Type", "Output shape", "Params")
 

@@ -6,7 +6,7 @@ families (``dense``, ``elementwise``, ``activations``, ``dropout``, ``losses``) 
 every build; any other family, the graph ops' or yours, is compiled into a build only when a
 traced model uses it.
 
-The built-in family modules are imported by :mod:`nnjit.graph.opcodes`, not here, so that
+The built-in family modules are imported by :mod:`nnjit.ops.opcodes`, not here, so that
 ``nnjit.ops`` itself stays importable from the engine below them.
 """
 

@@ -11,8 +11,6 @@ import math
 
 import numpy as np
 
-from nnjit.graph.records import ACCUMULATE, NEEDS_GRAD, R_AUX0, R_FLAGS, R_IN0, R_OUT
-from nnjit.graph.slot_views import slot_flat
 from nnjit.kernels import elementwise as ke
 from nnjit.kernels._jit import inlined, jit
 from nnjit.ops.context import (
@@ -26,6 +24,8 @@ from nnjit.ops.context import (
 )
 from nnjit.ops.family import OpFamily, register
 from nnjit.ops.spec import OpSpec
+from nnjit.tape.records import ACCUMULATE, NEEDS_GRAD, R_AUX0, R_FLAGS, R_IN0, R_OUT
+from nnjit.tape.slot_views import slot_flat
 
 # grad_flags bits as plain ints (one IR load each in the inlined dispatchers)
 _NEED_A = NEEDS_GRAD[0]

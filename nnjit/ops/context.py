@@ -8,9 +8,9 @@ program's graph data, the current job's (loss sum, correct, counted) and the BLA
 Family dispatchers read it through the accessors below (all inlined), never by position.
 """
 
-from nnjit.graph.records import ACCUMULATE, NEEDS_GRAD, R_AUX0, R_IN0, R_OUT
-from nnjit.graph.slot_views import slot_flat, slot_view
 from nnjit.kernels._jit import jit
+from nnjit.tape.records import ACCUMULATE, NEEDS_GRAD, R_AUX0, R_IN0, R_OUT
+from nnjit.tape.slot_views import slot_flat, slot_view
 
 (CTX_TRAINING, CTX_ROWS, CTX_RECORDS, CTX_SLOTS, CTX_HYPER, CTX_VALUES, CTX_GRADS, CTX_RNG,
  CTX_SCRATCH, CTX_GDATA, CTX_STATS, CTX_DENSE_MODE) = range(12)

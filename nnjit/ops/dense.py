@@ -4,8 +4,6 @@ Kernels: :mod:`nnjit.kernels.dense` (BLAS, a transposed product for small batche
 register-blocked loop for narrow layers; the forward picks one per shape and BLAS mode).
 """
 
-from nnjit.graph.records import ACCUMULATE, NEEDS_GRAD, R_FLAGS, R_IN0, R_IN1, R_IN2, R_OUT
-from nnjit.graph.slot_views import slot_flat, slot_view
 from nnjit.kernels import dense as kd
 from nnjit.kernels._jit import jit
 from nnjit.kernels.views import view2d
@@ -21,6 +19,8 @@ from nnjit.ops.context import (
 )
 from nnjit.ops.family import OpFamily, register
 from nnjit.ops.spec import OpSpec
+from nnjit.tape.records import ACCUMULATE, NEEDS_GRAD, R_FLAGS, R_IN0, R_IN1, R_IN2, R_OUT
+from nnjit.tape.slot_views import slot_flat, slot_view
 
 # grad_flags bits as plain ints (one IR load each in the inlined dispatchers)
 _NEED_A = NEEDS_GRAD[0]

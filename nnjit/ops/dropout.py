@@ -5,8 +5,6 @@ recorder input. Evaluation batches copy x; training batches draw a mask (p == 0 
 mask of ones, which backward uses). Kernels: :mod:`nnjit.kernels.elementwise`.
 """
 
-from nnjit.graph.records import ACCUMULATE, NEEDS_GRAD, R_AUX0, R_FLAGS, R_IN0, R_IN1, R_OUT
-from nnjit.graph.slot_views import slot_flat
 from nnjit.kernels import elementwise as ke
 from nnjit.ops.context import (
     CTX_GRADS,
@@ -21,6 +19,8 @@ from nnjit.ops.context import (
 )
 from nnjit.ops.family import OpFamily, register
 from nnjit.ops.spec import OpSpec
+from nnjit.tape.records import ACCUMULATE, NEEDS_GRAD, R_AUX0, R_FLAGS, R_IN0, R_IN1, R_OUT
+from nnjit.tape.slot_views import slot_flat
 
 # grad_flags bits as plain ints (one IR load each in the inlined dispatchers)
 _NEED_A = NEEDS_GRAD[0]

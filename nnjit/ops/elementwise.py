@@ -4,13 +4,13 @@ Their recorders are the ``Tensor`` operators ``+`` and ``*`` (registered in the 
 table below, so the tape never imports the op families). Kernels: :mod:`nnjit.kernels.elementwise`.
 """
 
-from nnjit.graph import tape as _tape
-from nnjit.graph.records import ACCUMULATE, NEEDS_GRAD, R_FLAGS, R_IN0, R_IN1, R_OUT
-from nnjit.graph.slot_views import slot_flat
 from nnjit.kernels import elementwise as ke
 from nnjit.ops.context import CTX_GRADS, CTX_RECORDS, CTX_ROWS, CTX_SLOTS, CTX_VALUES, dispatcher
 from nnjit.ops.family import OpFamily, register
 from nnjit.ops.spec import OpSpec
+from nnjit.tape import tape as _tape
+from nnjit.tape.records import ACCUMULATE, NEEDS_GRAD, R_FLAGS, R_IN0, R_IN1, R_OUT
+from nnjit.tape.slot_views import slot_flat
 
 # grad_flags bits as plain ints (one IR load each in the inlined dispatchers)
 _NEED_A = NEEDS_GRAD[0]

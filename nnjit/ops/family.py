@@ -6,7 +6,7 @@ direction, ``forward(op, i, ctx) -> bool`` and ``backward(op, i, ctx) -> bool`` 
 per opcode and a final ``return False`` (the compiled loop stops with UNKNOWN_OPCODE on False).
 The interpreter replays families, not ops: the core families are inlined in the base build, every
 other family is compiled into a build of its own only when a traced program uses it
-(:func:`nnjit.graph.interpreter.build_for`).
+(:func:`nnjit.engine.interpreter.build_for`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import sys
 import types
 from typing import Callable
 
-from nnjit.graph import tape as _tape
 from nnjit.ops.spec import OpSpec
+from nnjit.tape import tape as _tape
 
 USER_FIRST_OPCODE = 1000  # families registered without first_opcode get blocks from here up
 USER_BLOCK = 100

@@ -23,7 +23,23 @@ from nnjit.graph.graph_data import (
     N_CSR,
     csr_of,
 )
-from nnjit.graph.records import (
+from nnjit.graph.sampled_batch import load_graph_job
+from nnjit.kernels import dense as kd
+from nnjit.kernels import graph_ops as kg
+from nnjit.kernels._jit import inlined, jit
+from nnjit.ops import graph_reference as ref
+from nnjit.ops.context import (
+    CTX_GDATA,
+    CTX_GRADS,
+    CTX_RECORDS,
+    CTX_ROWS,
+    CTX_SLOTS,
+    CTX_VALUES,
+    dispatcher,
+)
+from nnjit.ops.family import OpFamily, register
+from nnjit.ops.spec import OpSpec
+from nnjit.tape.records import (
     ACCUMULATE,
     NEEDS_GRAD,
     R_AUX0,
@@ -34,16 +50,7 @@ from nnjit.graph.records import (
     R_IN2,
     R_OUT,
 )
-from nnjit.graph.sampled_batch import load_graph_job
-from nnjit.graph.slot_views import slot_flat, slot_view
-from nnjit.kernels import dense as kd
-from nnjit.kernels import graph_ops as kg
-from nnjit.kernels._jit import inlined, jit
-from nnjit.ops import graph_reference as ref
-from nnjit.ops.context import CTX_GDATA, CTX_GRADS, CTX_RECORDS, CTX_ROWS, CTX_SLOTS, CTX_VALUES
-from nnjit.ops.context import dispatcher
-from nnjit.ops.family import OpFamily, register
-from nnjit.ops.spec import OpSpec
+from nnjit.tape.slot_views import slot_flat, slot_view
 
 __all__ = ["EDGE_WEIGHTS_GCN", "EDGE_WEIGHTS_MEAN", "GRAPH_FEATURES", "GRAPH_LOOPS", "GRAPH_RAW",
            "FAMILY", "SPECS"]

@@ -9,8 +9,6 @@ kernels of :mod:`nnjit.kernels.loss` inlined in one compiled function (as the ac
 
 import numpy as np
 
-from nnjit.graph.records import R_AUX1, R_IN0, R_IN1
-from nnjit.graph.slot_views import slot_view
 from nnjit.kernels import loss as kl
 from nnjit.kernels._jit import inlined, jit
 from nnjit.ops.context import (
@@ -25,6 +23,8 @@ from nnjit.ops.context import (
 )
 from nnjit.ops.family import OpFamily, register
 from nnjit.ops.spec import OpSpec
+from nnjit.tape.records import R_AUX1, R_IN0, R_IN1
+from nnjit.tape.slot_views import slot_view
 
 FIRST_OPCODE = 40
 _SOFTMAX_CE, _MSE, _BCE = range(FIRST_OPCODE, FIRST_OPCODE + 3)

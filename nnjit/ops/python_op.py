@@ -3,7 +3,7 @@
 The replay never dispatches it: at a Python op the compiled loop returns to Python
 (``YIELD_FORWARD`` / ``YIELD_BACKWARD``), which runs ``op.forward()`` / ``op.backward()`` and calls
 the loop again. Its dispatchers therefore handle nothing; it is recorded by
-:meth:`nnjit.graph.tape.Tape.python_op`.
+:meth:`nnjit.tape.tape.Tape.python_op`.
 """
 
 from nnjit.ops.context import dispatcher

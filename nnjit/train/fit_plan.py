@@ -15,23 +15,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from nnjit.checks import Int, Real
-from nnjit.graph import interpreter as it
+from nnjit.engine import fields
 from nnjit.schedulers import ReduceLROnPlateau, Scheduler
 from nnjit.train.callbacks import CallbackList
 from nnjit.train.interrupt import in_main_thread
 
 MONITORS = {
-    "val_loss": it.MONITOR_VAL_LOSS,
-    "val_accuracy": it.MONITOR_VAL_ACCURACY,
-    "train_loss": it.MONITOR_TRAIN_LOSS,
+    "val_loss": fields.MONITOR_VAL_LOSS,
+    "val_accuracy": fields.MONITOR_VAL_ACCURACY,
+    "train_loss": fields.MONITOR_TRAIN_LOSS,
 }
 
 # config_row() writes the row as one tuple in this order.
-_CONFIG_ORDER = (it.C_BATCH, it.C_EVAL_BATCH, it.C_SHUFFLE, it.C_DROP_LAST, it.C_TOL, it.C_PATIENCE,
-                 it.C_MONITOR, it.C_RESTORE_BEST, it.C_EPOCHS, it.C_CHUNK, it.C_OPT_KIND,
-                 it.C_REG_COEF, it.C_REG_PER_BATCH, it.C_CLIP_NORM, it.C_ACCUM_STEPS, it.C_PLATEAU,
-                 it.C_DENSE_MODE)
-if _CONFIG_ORDER != tuple(range(it.CONFIG_WIDTH)):
+_CONFIG_ORDER = (fields.C_BATCH, fields.C_EVAL_BATCH, fields.C_SHUFFLE, fields.C_DROP_LAST, fields.C_TOL, fields.C_PATIENCE,
+                 fields.C_MONITOR, fields.C_RESTORE_BEST, fields.C_EPOCHS, fields.C_CHUNK, fields.C_OPT_KIND,
+                 fields.C_REG_COEF, fields.C_REG_PER_BATCH, fields.C_CLIP_NORM, fields.C_ACCUM_STEPS, fields.C_PLATEAU,
+                 fields.C_DENSE_MODE)
+if _CONFIG_ORDER != tuple(range(fields.CONFIG_WIDTH)):
     raise ImportError("nnjit.train.fit_plan: the config row no longer matches the C_* fields")
 
 # fit's numeric arguments; each message names the argument ("fit: epochs must be an int >= 1,

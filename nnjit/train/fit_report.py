@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from nnjit.graph import interpreter as it
+from nnjit.engine import fields
 from nnjit.train.history import history_frame
 from nnjit.train.run_state import RunState
 
@@ -22,20 +22,20 @@ def fit_history(history: np.ndarray, state: RunState, start: int, monitor: str,
     (see :mod:`nnjit.train.history`); ``history`` rows up to the last epoch must not change.
     Its ``attrs`` come from the state as it is now, and are also made on first use."""
     row = state.row.tolist()  # Python floats, and a snapshot for the attrs
-    end = max(int(row[it.ST_EPOCH]), start)
+    end = max(int(row[fields.ST_EPOCH]), start)
     return history_frame(history[start:end], classification, partial(_attrs, row, monitor))
 
 
 def _attrs(row: list, monitor: str) -> dict:
     """``history.attrs`` from a snapshot of the state row."""
-    best = int(row[it.ST_BEST_EPOCH])
+    best = int(row[fields.ST_BEST_EPOCH])
     return {
         "monitor": monitor,
         "best_epoch": best + 1 if best >= 0 else None,  # absolute, 1-based
-        "best_value": row[it.ST_BEST] if best >= 0 else None,
-        "restored_best": bool(row[it.ST_RESTORED]),
+        "best_value": row[fields.ST_BEST] if best >= 0 else None,
+        "restored_best": bool(row[fields.ST_RESTORED]),
         "stop_reason": ("early stopping: " + monitor + " did not improve")
-        if row[it.ST_STOPPED] else "reached the epoch limit",
+        if row[fields.ST_STOPPED] else "reached the epoch limit",
     }
 
 
@@ -44,7 +44,7 @@ def batch_history(log: np.ndarray, state: RunState, classification: bool) -> pd.
     import pandas as pd
 
     rows = log[(log[:, 0] > 0) & (log[:, 0] <= state.epoch)]  # finished epochs
-    frame = pd.DataFrame(rows, columns=list(it.BATCH_COLUMNS))
+    frame = pd.DataFrame(rows, columns=list(fields.BATCH_COLUMNS))
     frame[["epoch", "batch"]] = frame[["epoch", "batch"]].astype(np.int64)
     if not classification:
         frame["train_accuracy"] = np.nan
@@ -57,7 +57,7 @@ def show_rows(bar, history: np.ndarray, state: RunState, shown: int,
     returns the rows shown so far."""
     done = int(state.epoch)  # rows below it are complete (the row is written first)
     if bar.active and done > shown:  # one bar update per poll, with the latest row
-        logs = dict(zip(it.HISTORY_COLUMNS, history[done - 1].tolist()))
+        logs = dict(zip(fields.HISTORY_COLUMNS, history[done - 1].tolist()))
         if not classification:
             logs["train_accuracy"] = logs["val_accuracy"] = float("nan")
         bar.advance(done - shown, logs)

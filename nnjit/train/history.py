@@ -18,7 +18,7 @@ import functools
 
 import numpy as np
 
-from nnjit.graph import interpreter as it
+from nnjit.engine import fields
 
 _PENDING = "_nnjit_pending_history"  # instance attribute holding the rows until first use
 
@@ -37,8 +37,8 @@ def history_frame(rows: np.ndarray, classification: bool, attrs):
 
 
 #: Positions of the float columns in the history rows (all but ``epoch``, an int64 column).
-_VALUE_INDEX = [i for i in range(len(it.HISTORY_COLUMNS)) if i != it.H_EPOCH]
-_ACCURACY_POSITIONS = [_VALUE_INDEX.index(it.H_TRAIN_ACC), _VALUE_INDEX.index(it.H_VAL_ACC)]
+_VALUE_INDEX = [i for i in range(len(fields.HISTORY_COLUMNS)) if i != fields.H_EPOCH]
+_ACCURACY_POSITIONS = [_VALUE_INDEX.index(fields.H_TRAIN_ACC), _VALUE_INDEX.index(fields.H_VAL_ACC)]
 
 
 def _values_and_epochs(rows: np.ndarray, classification: bool):
@@ -46,7 +46,7 @@ def _values_and_epochs(rows: np.ndarray, classification: bool):
     values = rows[:, _VALUE_INDEX]  # fancy indexing: a fresh array
     if not classification:  # accuracy is undefined for regression
         values[:, _ACCURACY_POSITIONS] = np.nan
-    return values, rows[:, it.H_EPOCH].astype(np.int64)
+    return values, rows[:, fields.H_EPOCH].astype(np.int64)
 
 
 @functools.cache
@@ -54,7 +54,7 @@ def _value_columns():
     """The float columns' index, built once (pandas indexes are immutable and shareable)."""
     import pandas as pd
 
-    return pd.Index([it.HISTORY_COLUMNS[i] for i in _VALUE_INDEX])
+    return pd.Index([fields.HISTORY_COLUMNS[i] for i in _VALUE_INDEX])
 
 
 def _fill(frame, rows: np.ndarray, classification: bool) -> None:
@@ -67,7 +67,7 @@ def _fill(frame, rows: np.ndarray, classification: bool) -> None:
 
     values, epochs = _values_and_epochs(rows, classification)
     pd.DataFrame.__init__(frame, values, columns=_value_columns(), copy=False)
-    frame.insert(it.H_EPOCH, it.HISTORY_COLUMNS[it.H_EPOCH], epochs)
+    frame.insert(fields.H_EPOCH, fields.HISTORY_COLUMNS[fields.H_EPOCH], epochs)
 
 
 def build_frame(rows: np.ndarray, classification: bool):
@@ -76,7 +76,7 @@ def build_frame(rows: np.ndarray, classification: bool):
 
     values, epochs = _values_and_epochs(rows, classification)
     frame = pd.DataFrame(values, columns=_value_columns(), copy=False)
-    frame.insert(it.H_EPOCH, it.HISTORY_COLUMNS[it.H_EPOCH], epochs)
+    frame.insert(fields.H_EPOCH, fields.HISTORY_COLUMNS[fields.H_EPOCH], epochs)
     return frame
 
 

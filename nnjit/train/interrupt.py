@@ -15,7 +15,7 @@ import contextlib
 import sys
 import threading
 
-from nnjit.graph import status as st
+from nnjit.engine import status as st
 from nnjit.train.run_state import RunState
 
 POLL_SECONDS = 0.05  # how often the main thread looks at a threaded fit's progress

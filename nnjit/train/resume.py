@@ -14,7 +14,7 @@ import warnings
 
 import numpy as np
 
-from nnjit.graph import interpreter as it
+from nnjit.engine import fields
 from nnjit.schedulers import PLATEAU_PARAMS
 from nnjit.train.run_state import RunConfig, RunState
 
@@ -28,7 +28,7 @@ def fit_state(state: RunState, cfg: RunConfig, monitor_code: int, plateau: np.nd
     """The fit state of ``state`` (see :meth:`Trainer.fit_state`): scalars, the plateau vector
     and the best-weights snapshot (empty when the fit keeps none)."""
     keep_best = (cfg.restore_best != 0.0 and state.best_epoch >= 0
-                 and monitor_code != it.MONITOR_TRAIN_LOSS)
+                 and monitor_code != fields.MONITOR_TRAIN_LOSS)
     return {
         "epoch": float(state.epoch), "fit_step": float(state.fit_step),
         "best": float(state.best), "best_epoch": float(state.best_epoch),

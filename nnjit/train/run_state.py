@@ -1,9 +1,9 @@
 """Named views of the compiled loop's two float64 rows: the run state and the run config.
 
 The interpreter keeps every variable of a run that must survive a return to Python in one
-float64 row (the ``ST_*`` fields of :mod:`nnjit.graph.interpreter`) and reads a run's settings
+float64 row (the ``ST_*`` fields of :mod:`nnjit.engine.interpreter`) and reads a run's settings
 from another (the ``C_*`` fields). Python code names the fields through :class:`RunState` and
-:class:`RunConfig` (``state.epoch``, not ``state[it.ST_EPOCH]``); the rows themselves stay the
+:class:`RunConfig` (``state.epoch``, not ``state[fields.ST_EPOCH]``); the rows themselves stay the
 arrays the compiled loop reads and writes, so a view costs no copy.
 """
 
@@ -13,13 +13,13 @@ import math
 
 import numpy as np
 
-from nnjit.graph import interpreter as it
+from nnjit.engine import epoch_rule, fields
 
 #: ``stopped`` values: early stopping fired, or a stop request (Ctrl-C) for the compiled loop to
 #: honour after the current epoch or before the running epoch's next job.
 EARLY_STOPPED = 1.0
-STOP_AFTER_EPOCH = it.STOP_AFTER_EPOCH
-STOP_NOW = it.STOP_NOW
+STOP_AFTER_EPOCH = fields.STOP_AFTER_EPOCH
+STOP_NOW = fields.STOP_NOW
 
 
 class _Field:
@@ -40,34 +40,34 @@ class _Field:
 
 
 class RunState:
-    """The run state row (float64, ``it.STATE_WIDTH``) under the names of its fields."""
+    """The run state row (float64, ``fields.STATE_WIDTH``) under the names of its fields."""
 
     __slots__ = ("row",)
 
-    epoch = _Field(it.ST_EPOCH)  # epochs completed (absolute)
-    step = _Field(it.ST_STEP)  # optimizer steps taken
-    best = _Field(it.ST_BEST)  # best monitored value so far
-    best_epoch = _Field(it.ST_BEST_EPOCH)  # 0-based epoch of the best value, -1 if none
-    bad_epochs = _Field(it.ST_BAD_EPOCHS)  # consecutive epochs without a tol-sized improvement
-    stopped = _Field(it.ST_STOPPED)  # EARLY_STOPPED, or a stop request (STOP_AFTER_EPOCH, ...)
-    job = _Field(it.ST_JOB)  # job index in the current epoch / task, -1 before it starts
-    batch_loss = _Field(it.ST_BATCH_LOSS)  # loss sum of the current job
-    batch_count = _Field(it.ST_BATCH_COUNT)  # rows the loss counted in the current job
-    val_loss = _Field(it.ST_VAL_LOSS)  # validation sums over the current epoch / evaluation
-    val_correct = _Field(it.ST_VAL_CORRECT)
-    val_n = _Field(it.ST_VAL_N)
-    restored = _Field(it.ST_RESTORED)  # 1 when the best weights were restored
-    lr = _Field(it.ST_LR)  # learning rate of the next optimizer step
-    fit_step = _Field(it.ST_FIT_STEP)  # optimizer steps taken in this fit (LR table index)
+    epoch = _Field(fields.ST_EPOCH)  # epochs completed (absolute)
+    step = _Field(fields.ST_STEP)  # optimizer steps taken
+    best = _Field(fields.ST_BEST)  # best monitored value so far
+    best_epoch = _Field(fields.ST_BEST_EPOCH)  # 0-based epoch of the best value, -1 if none
+    bad_epochs = _Field(fields.ST_BAD_EPOCHS)  # consecutive epochs without a tol-sized improvement
+    stopped = _Field(fields.ST_STOPPED)  # EARLY_STOPPED, or a stop request (STOP_AFTER_EPOCH, ...)
+    job = _Field(fields.ST_JOB)  # job index in the current epoch / task, -1 before it starts
+    batch_loss = _Field(fields.ST_BATCH_LOSS)  # loss sum of the current job
+    batch_count = _Field(fields.ST_BATCH_COUNT)  # rows the loss counted in the current job
+    val_loss = _Field(fields.ST_VAL_LOSS)  # validation sums over the current epoch / evaluation
+    val_correct = _Field(fields.ST_VAL_CORRECT)
+    val_n = _Field(fields.ST_VAL_N)
+    restored = _Field(fields.ST_RESTORED)  # 1 when the best weights were restored
+    lr = _Field(fields.ST_LR)  # learning rate of the next optimizer step
+    fit_step = _Field(fields.ST_FIT_STEP)  # optimizer steps taken in this fit (LR table index)
 
     def __init__(self, row: np.ndarray | None = None):
-        self.row = np.zeros(it.STATE_WIDTH, dtype=np.float64) if row is None else row
+        self.row = np.zeros(fields.STATE_WIDTH, dtype=np.float64) if row is None else row
 
     @classmethod
     def for_task(cls) -> RunState:
         """A fresh state for a task that is not a fit (evaluate, predict, gradients)."""
         state = cls()
-        state.row[it.ST_JOB] = -1
+        state.row[fields.ST_JOB] = -1
         return state
 
     def start_fit(self, *, step: int, lr: float, maximize: bool, initial_epoch: int,
@@ -75,38 +75,38 @@ class RunState:
         """Reset the row for a fit that starts after ``initial_epoch`` epochs."""
         row = self.row
         row[:] = _FRESH_MAXIMIZING if maximize else _FRESH_MINIMIZING  # (one copy)
-        row[it.ST_STEP] = step
-        row[it.ST_LR] = lr
+        row[fields.ST_STEP] = step
+        row[fields.ST_LR] = lr
         if initial_epoch:
-            row[it.ST_EPOCH] = initial_epoch
-            row[it.ST_FIT_STEP] = fit_step
+            row[fields.ST_EPOCH] = initial_epoch
+            row[fields.ST_FIT_STEP] = fit_step
 
     @property
     def early_stopped(self) -> bool:
-        return self.row[it.ST_STOPPED] == EARLY_STOPPED
+        return self.row[fields.ST_STOPPED] == EARLY_STOPPED
 
     def clear_stop_request(self) -> None:
         """Forget a Ctrl-C stop request (it is not early stopping: a resume goes on)."""
-        if self.row[it.ST_STOPPED] in (STOP_AFTER_EPOCH, STOP_NOW):
-            self.row[it.ST_STOPPED] = 0.0
+        if self.row[fields.ST_STOPPED] in (STOP_AFTER_EPOCH, STOP_NOW):
+            self.row[fields.ST_STOPPED] = 0.0
 
     def request_stop(self, now: bool = False) -> None:
         """Ask the compiled loop to stop after the current epoch, or (``now``) before the
         running epoch's next job; an early stop that already fired stays as it is."""
-        stopped = self.row[it.ST_STOPPED]
+        stopped = self.row[fields.ST_STOPPED]
         if now and stopped != EARLY_STOPPED:
-            self.row[it.ST_STOPPED] = STOP_NOW
+            self.row[fields.ST_STOPPED] = STOP_NOW
         elif stopped == 0.0:
-            self.row[it.ST_STOPPED] = STOP_AFTER_EPOCH
+            self.row[fields.ST_STOPPED] = STOP_AFTER_EPOCH
 
 
 def _fresh_row(best: float) -> np.ndarray:
     """The state row a fit starts from, before its step count and learning rate: no epoch
     done, no best value yet (``best`` is the worst possible), no job started."""
-    row = np.zeros(it.STATE_WIDTH, dtype=np.float64)
-    row[it.ST_BEST] = best
-    row[it.ST_BEST_EPOCH] = -1
-    row[it.ST_JOB] = -1
+    row = np.zeros(fields.STATE_WIDTH, dtype=np.float64)
+    row[fields.ST_BEST] = best
+    row[fields.ST_BEST_EPOCH] = -1
+    row[fields.ST_JOB] = -1
     return row
 
 
@@ -115,18 +115,18 @@ _FRESH_MAXIMIZING = _fresh_row(-math.inf)  # (accuracy)
 
 
 class RunConfig:
-    """The run config row (float64, ``it.CONFIG_WIDTH``) under the names of its fields."""
+    """The run config row (float64, ``fields.CONFIG_WIDTH``) under the names of its fields."""
 
     __slots__ = ("row",)
 
-    eval_batch = _Field(it.C_EVAL_BATCH)
-    monitor = _Field(it.C_MONITOR)
-    restore_best = _Field(it.C_RESTORE_BEST)
+    eval_batch = _Field(fields.C_EVAL_BATCH)
+    monitor = _Field(fields.C_MONITOR)
+    restore_best = _Field(fields.C_RESTORE_BEST)
     # the BLAS kernels in use: MODE_AVX2 or MODE_AVX512 of nnjit.kernels.dense
-    dense_mode = _Field(it.C_DENSE_MODE)
+    dense_mode = _Field(fields.C_DENSE_MODE)
 
     def __init__(self, row: np.ndarray | None = None):
-        self.row = np.zeros(it.CONFIG_WIDTH, dtype=np.float64) if row is None else row
+        self.row = np.zeros(fields.CONFIG_WIDTH, dtype=np.float64) if row is None else row
 
     def copy(self) -> RunConfig:
         return RunConfig(self.row.copy())
@@ -136,4 +136,4 @@ def restore_best(cfg: RunConfig, state: RunState, params: np.ndarray, best: np.n
     """Apply the best-weights rule of a fit that stopped early (a callback, Ctrl-C): copy the
     best epoch's snapshot into ``params`` when the config keeps one, as the compiled loop does
     at its own ends (it marks ``state.restored``)."""
-    it._restore_best(cfg.row, state.row, params, best)  # the interpreter's rule, compiled
+    epoch_rule.restore_best(cfg.row, state.row, params, best)  # the compiled loop's rule

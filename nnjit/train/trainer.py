@@ -15,15 +15,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nnjit.checks import Int
-from nnjit.config import DEFAULT_DTYPE, SUPPORTED_DTYPES
 from nnjit.data.adapt import FitData, GraphInput, as_loader, empty_rows, with_validation
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
 from nnjit.data.loader import DataLoader, check_features, to_arena
-from nnjit.graph import interpreter as it
-from nnjit.graph import status as st
-from nnjit.graph.program import ArenaTooLarge, Program, format_bytes, physical_memory
-from nnjit.graph.tape import Tape, Tensor
+from nnjit.dtypes import DEFAULT_DTYPE, SUPPORTED_DTYPES
+from nnjit.engine import fields
+from nnjit.engine import status as st
+from nnjit.engine.program import ArenaTooLarge, Program, format_bytes, physical_memory
 from nnjit.kernels import loss as kl
 from nnjit.losses import CrossEntropyLoss, Loss, MSELoss, get_loss
 from nnjit.nn.module import Module, walk_modules
@@ -32,6 +31,7 @@ from nnjit.optim import Optimizer, get_optimizer
 from nnjit.optim.adam import Adam
 from nnjit.random import next_seed
 from nnjit.regularizers import Regularizer
+from nnjit.tape.tape import Tape, Tensor
 from nnjit.train import resume
 from nnjit.train.fit_plan import MONITORS, FitPlan
 from nnjit.train.fit_report import batch_history, epoch_line, fit_history, show_rows, summary_line
@@ -96,8 +96,8 @@ class Trainer:
         self.seed = next_seed() if seed is None else _SEED.check("Trainer: seed", seed)
         self.program: Program | None = None
         self.history_: "pd.DataFrame | None" = None
-        self._state = np.zeros(it.STATE_WIDTH, dtype=np.float64)  # the compiled loop's rows
-        self._cfg = np.zeros(it.CONFIG_WIDTH, dtype=np.float64)
+        self._state = np.zeros(fields.STATE_WIDTH, dtype=np.float64)  # the compiled loop's rows
+        self._cfg = np.zeros(fields.CONFIG_WIDTH, dtype=np.float64)
         self._run_state, self._config = RunState(self._state), RunConfig(self._cfg)
         self._config.dense_mode = dense_forward_mode()
         self._perm: np.ndarray | None = None
@@ -301,7 +301,7 @@ class Trainer:
                 the training loop is compiled, and one summary line; 2 one line per epoch.
                 Without callbacks, a verbose fit runs its single compiled call in a worker
                 thread while the main thread shows the progress. A first run's compile is
-                announced on stderr whatever ``verbose`` says (:mod:`nnjit.graph.compile_notice`).
+                announced on stderr whatever ``verbose`` says (:mod:`nnjit.engine.compile_notice`).
                 Ctrl-C during a verbose or callback fit (in the main thread) stops training
                 after the current epoch: the history is kept, the best weights restored, the
                 callbacks (a run folder) finish, and ``fit`` returns with
@@ -363,8 +363,8 @@ class Trainer:
         self._cfg[:] = plan.config_row(data, program.max_batch, self.optimizer, self.regularizer,
                                        plateau, self._config.dense_mode)
         carried = self._start_run_state(plan, steps_per_epoch, plateau)
-        history = np.zeros((plan.epochs, len(it.HISTORY_COLUMNS)), dtype=np.float64)
-        self._batch_log = (np.zeros((plan.epochs * len(data.train), len(it.BATCH_COLUMNS)))
+        history = np.zeros((plan.epochs, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
+        self._batch_log = (np.zeros((plan.epochs * len(data.train), len(fields.BATCH_COLUMNS)))
                            if plan.log_batches else None)
         self.batch_history_ = None
         arrays = (data.X, Y, Xv, Yv, self._shuffle_order(len(data.X)))
@@ -372,7 +372,7 @@ class Trainer:
         stop = None  # (the plain single call: Ctrl-C is seen when it returns)
         if plan.per_epoch or plan.threaded:  # Python runs alongside: compile before its clocks
             stop = StopRequest(self._run_state)
-            program.prepare(it.TASK_FIT, arrays, training(), self._state, self._best, history,
+            program.prepare(fields.TASK_FIT, arrays, training(), self._state, self._best, history,
                             self._empty(1), self._batch_log)
 
         self._begin_callbacks(plan, carried)
@@ -463,7 +463,7 @@ class Trainer:
 
         def run():
             with single_threaded_blas():
-                return program.run(it.TASK_FIT, arrays, training(), self._state, self._best,
+                return program.run(fields.TASK_FIT, arrays, training(), self._state, self._best,
                                    history, empty_rows(self.dtype, 1),
                                    on_pause=on_epoch if plan.per_epoch else None,
                                    batch_log=self._batch_log, call=call)
@@ -618,7 +618,7 @@ class Trainer:
         """The raw outputs of ``data``; ``what`` (the method called) names it in errors."""
         X = self._inference_input(data, what)
         out = np.empty((len(X), self.program.output_cols), dtype=self.dtype)
-        self._run_simple(it.TASK_PREDICT, X, self._empty(self.program.target_cols), out)
+        self._run_simple(fields.TASK_PREDICT, X, self._empty(self.program.target_cols), out)
         return out
 
     def predict_outputs(self, X) -> np.ndarray:
@@ -675,7 +675,7 @@ class Trainer:
         if Y.shape[1] != self.program.target_cols:
             raise ValueError(f"evaluate: y has {Y.shape[1]} columns, the model was laid out for "
                              f"{self.program.target_cols}")
-        state = self._run_simple(it.TASK_EVALUATE, X, Y, self._empty(1))
+        state = self._run_simple(fields.TASK_EVALUATE, X, Y, self._empty(1))
         n = state.val_n
         result = {"loss": state.val_loss / n}
         if self.loss.is_classification:
@@ -699,7 +699,7 @@ class Trainer:
                           "gradients")
         state = RunState.for_task()
         with single_threaded_blas():
-            self.program.run(it.TASK_GRADIENT, (Xa, Y, Xa, Y, np.arange(len(Xa))),
+            self.program.run(fields.TASK_GRADIENT, (Xa, Y, Xa, Y, np.arange(len(Xa))),
                              self._no_training(self._cfg), state.row, self._best,
                              np.zeros((1, 7)), self._empty(1))
         self.last_loss_ = state.batch_loss / max(state.batch_count, 1.0)
@@ -743,8 +743,8 @@ class Trainer:
                 state is another optimizer's; the message names the file and the field.
             OSError: the file cannot be read (missing, permission denied).
         """
-        from nnjit.train.checkpoint import read_checkpoint
         from nnjit.io.nne import load_nne
+        from nnjit.train.checkpoint import read_checkpoint
 
         saved = read_checkpoint(load_nne(path), self.model, self.optimizer)  # changes nothing
         self.model.load_state_dict(saved.params, where=str(path))

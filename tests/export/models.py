@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 import nnjit as nn
-from nnjit.graph.opcodes import ACTIVATIONS
-from nnjit.graph.tape import Tape
+from nnjit.ops.opcodes import ACTIVATIONS
+from nnjit.tape.tape import Tape
 
 #: Every nnjit activation layer with its PyTorch twin (non-default parameters where there are any).
 ACTIVATION_PAIRS = {

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import nnjit as nn
-from nnjit.graph.arena import S_COLS, S_ROWS
 from nnjit.nn import functional as F
+from nnjit.tape.arena import S_COLS, S_ROWS
 
 
 class SAGE2(nn.Module):

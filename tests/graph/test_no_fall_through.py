@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import nnjit as nn
-from nnjit.graph.opcodes import Opcode
 from nnjit.kernels import optim as ko
 from nnjit.ops import graph, losses
+from nnjit.ops.opcodes import Opcode
 
 
 def test_optimizer_step_refuses_an_unknown_kind():

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 import nnjit as nn
-from nnjit.graph.opcodes import Opcode
 from nnjit.nn import functional as F
 from nnjit.ops import registry
+from nnjit.ops.opcodes import Opcode
 from tests.helpers import finite_difference_gradients
 
 

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 import nnjit as nn
-from nnjit.graph import tape as tape_module
-from nnjit.graph.opcodes import BUILTIN_FAMILIES, SPECS, Opcode
-from nnjit.graph.records import R_OPCODE
-from nnjit.graph.status import UnknownOpcodeError
+from nnjit.engine.status import UnknownOpcodeError
 from nnjit.ops import OpFamily, OpSpec, dispatcher, parse_signature, registry
 from nnjit.ops.family import Registry
+from nnjit.ops.opcodes import BUILTIN_FAMILIES, SPECS, Opcode
 from nnjit.ops.spec import optional_inputs
+from nnjit.tape import tape as tape_module
+from nnjit.tape.records import R_OPCODE
 
 ALL = sorted(registry.all_specs().items())
 

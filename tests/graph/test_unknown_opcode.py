@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import nnjit as nn
-from nnjit.graph.opcodes import GRAPH_LAST, R_OPCODE, SPECS, Opcode
-from nnjit.graph.status import UnknownOpcodeError
+from nnjit.engine.status import UnknownOpcodeError
 from nnjit.ops import activations as kf
+from nnjit.ops.opcodes import GRAPH_LAST, R_OPCODE, SPECS, Opcode
 
 UNUSED = 99  # no Opcode member, and above every family's block
 assert UNUSED not in set(Opcode) and UNUSED > GRAPH_LAST
@@ -48,7 +48,7 @@ def record_of(program, opcode, owner):
 
 
 @pytest.mark.parametrize("forged, named", [
-    (UNUSED, "opcode 99, which is not in nnjit.graph.opcodes.Opcode"),
+    (UNUSED, "opcode 99, which is not in nnjit.ops.opcodes.Opcode"),
     # the activation family's block (20-29): its dispatcher's final else returns the flag
     (int(Opcode.GELU) + 1, "opcode 28, which is not in"),
     # a graph op in the base build, which compiles no graph dispatcher

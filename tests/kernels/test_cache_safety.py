@@ -319,7 +319,7 @@ def test_unwritable_private_folder_runs_uncached(tmp):
 def test_no_usable_folder_compiles_uncached_and_warns_once(monkeypatch, capsys):
     """In-process: when no locator can serve a function, ``jit`` still returns a working
     (uncached) dispatcher, and the reason is printed once per process, not once per function."""
-    from nnjit.graph.compile_notice import end_message
+    from nnjit.engine.compile_notice import end_message
     from nnjit.kernels import cache_locator
     from nnjit.kernels._jit import jit
 

@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nnjit as nn
-from nnjit.graph import tape as tape_module
 from nnjit.ops import OpFamily, OpSpec, registry
 from nnjit.ops.family import Registry
+from nnjit.tape import tape as tape_module
 from tests.ops.op_checker import (
     OpCheckError,
     check_op,

@@ -342,7 +342,7 @@ def test_arena_is_sized_by_the_rows_not_the_batch_size(data):
 
 
 def test_an_arena_that_cannot_fit_names_batch_size():
-    from nnjit.graph.program import physical_memory
+    from nnjit.engine.program import physical_memory
 
     class Wide(nn.Module):
         def __init__(self):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import nnjit as nn
-from nnjit.graph import interpreter as it
+from nnjit.engine import fields
 from nnjit.kernels import dense as kd
 
 
@@ -17,7 +17,7 @@ def _fit(mode: int, dtype) -> tuple[np.ndarray, np.ndarray]:
     # under AVX2 rules and BLAS under AVX-512 rules.
     model = nn.Sequential(nn.Linear(1100, 128), nn.ReLU(), nn.Linear(128, 3))
     trainer = nn.Trainer(model, nn.Adam(lr=0.01), nn.CrossEntropyLoss(), dtype=dtype)
-    trainer._cfg[it.C_DENSE_MODE] = mode
+    trainer._cfg[fields.C_DENSE_MODE] = mode
     trainer.fit(nn.DataLoader(X, y, batch_size=32), epochs=3, verbose=False)
     return trainer.predict_outputs(X[:50]), model[0].weight.data.copy()
 
@@ -43,5 +43,5 @@ def test_trainer_picks_the_mode_of_the_blas_it_calls():
     from nnjit.train.threads import dense_forward_mode
 
     trainer = nn.Trainer(nn.Sequential(nn.Linear(4, 3)))
-    assert trainer._cfg[it.C_DENSE_MODE] == dense_forward_mode()
+    assert trainer._cfg[fields.C_DENSE_MODE] == dense_forward_mode()
     assert dense_forward_mode() in (kd.MODE_AVX2, kd.MODE_AVX512)

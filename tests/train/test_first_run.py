@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import nnjit as nn
-from nnjit.graph import compile_notice
-from nnjit.graph.program import Program
+from nnjit.engine import compile_notice
+from nnjit.engine.program import Program
 from nnjit.train.builtin_callbacks import ProgressBar, _Lines
 
 pytestmark = pytest.mark.skipif(numba.config.DISABLE_JIT, reason="nothing compiles without JIT")
@@ -40,7 +40,7 @@ FIRST_SESSION = textwrap.dedent("""
     import json, sys, time
     from numba.core import event
     import nnjit as nn
-    from nnjit.graph import interpreter
+    from nnjit.engine import interpreter
     from nnjit.train.builtin_callbacks import ProgressBar
     from nnjit.train.callbacks import Callback
 

@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from nnjit.graph import interpreter as it
+from nnjit.engine import fields
 from nnjit.losses import CrossEntropyLoss, MSELoss
 from nnjit.optim import SGD
 from nnjit.regularizers import SklearnL2Regularizer
@@ -36,17 +36,17 @@ def test_config_row_puts_every_setting_at_its_field():
     plan = FitPlan.build(CrossEntropyLoss(), True, epochs=7, tol=0.5, n_iter_no_change=3,
                          monitor="val_accuracy", restore_best=False, verbose=0,
                          grad_clip_norm=2.0, accumulation_steps=4)
-    cfg = np.zeros(it.CONFIG_WIDTH)
+    cfg = np.zeros(fields.CONFIG_WIDTH)
     cfg[:] = plan.config_row(_Data, 64, SGD(lr=0.1), SklearnL2Regularizer(1e-3),
                              np.ones(12), 1.0)
-    expected = {it.C_BATCH: 16, it.C_EVAL_BATCH: 64, it.C_SHUFFLE: 1, it.C_DROP_LAST: 0,
-                it.C_TOL: 0.5, it.C_PATIENCE: 3, it.C_MONITOR: it.MONITOR_VAL_ACCURACY,
-                it.C_RESTORE_BEST: 0, it.C_EPOCHS: 7, it.C_CHUNK: 0, it.C_OPT_KIND: it.OPT_SGD,
-                it.C_REG_COEF: 1e-3, it.C_REG_PER_BATCH: 1, it.C_CLIP_NORM: 2.0,
-                it.C_ACCUM_STEPS: 4, it.C_PLATEAU: 1, it.C_DENSE_MODE: 1.0}
-    assert sorted(expected) == list(range(it.CONFIG_WIDTH))
+    expected = {fields.C_BATCH: 16, fields.C_EVAL_BATCH: 64, fields.C_SHUFFLE: 1, fields.C_DROP_LAST: 0,
+                fields.C_TOL: 0.5, fields.C_PATIENCE: 3, fields.C_MONITOR: fields.MONITOR_VAL_ACCURACY,
+                fields.C_RESTORE_BEST: 0, fields.C_EPOCHS: 7, fields.C_CHUNK: 0, fields.C_OPT_KIND: fields.OPT_SGD,
+                fields.C_REG_COEF: 1e-3, fields.C_REG_PER_BATCH: 1, fields.C_CLIP_NORM: 2.0,
+                fields.C_ACCUM_STEPS: 4, fields.C_PLATEAU: 1, fields.C_DENSE_MODE: 1.0}
+    assert sorted(expected) == list(range(fields.CONFIG_WIDTH))
     assert {k: cfg[k] for k in expected} == pytest.approx(expected)
-    assert RunConfig(cfg).monitor == it.MONITOR_VAL_ACCURACY
+    assert RunConfig(cfg).monitor == fields.MONITOR_VAL_ACCURACY
 
 
 def test_a_plateau_rule_that_watches_the_wrong_direction_is_refused_before_any_work():
@@ -57,17 +57,17 @@ def test_a_plateau_rule_that_watches_the_wrong_direction_is_refused_before_any_w
 
 
 def test_the_run_state_view_reads_and_writes_the_row_the_compiled_loop_uses():
-    row = np.zeros(it.STATE_WIDTH)
+    row = np.zeros(fields.STATE_WIDTH)
     state = RunState(row)
     state.start_fit(step=12, lr=0.01, maximize=True, initial_epoch=3, fit_step=30)
-    assert row[it.ST_STEP] == 12 and row[it.ST_BEST] == -np.inf and row[it.ST_JOB] == -1
+    assert row[fields.ST_STEP] == 12 and row[fields.ST_BEST] == -np.inf and row[fields.ST_JOB] == -1
     assert state.epoch == 3 and state.fit_step == 30 and state.best_epoch == -1
     state.request_stop()
-    assert row[it.ST_STOPPED] == it.STOP_AFTER_EPOCH
+    assert row[fields.ST_STOPPED] == fields.STOP_AFTER_EPOCH
     state.request_stop(now=True)
-    assert row[it.ST_STOPPED] == it.STOP_NOW
+    assert row[fields.ST_STOPPED] == fields.STOP_NOW
     state.clear_stop_request()
-    assert row[it.ST_STOPPED] == 0.0 and not state.early_stopped
+    assert row[fields.ST_STOPPED] == 0.0 and not state.early_stopped
     state.stopped = 1.0  # early stopping fired: a stop request leaves it as it is
     state.request_stop(now=True)
     assert state.early_stopped

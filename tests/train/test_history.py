@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 
 import nnjit as nn
-from nnjit.graph import interpreter as it
+from nnjit.engine import fields
 from nnjit.train.history import build_frame, history_frame
 
 
 def _rows(n=4):
-    rows = np.random.default_rng(0).random((n, len(it.HISTORY_COLUMNS)))
-    rows[:, it.H_EPOCH] = np.arange(1, n + 1)
+    rows = np.random.default_rng(0).random((n, len(fields.HISTORY_COLUMNS)))
+    rows[:, fields.H_EPOCH] = np.arange(1, n + 1)
     return rows
 
 
@@ -27,15 +27,15 @@ def test_builds_on_first_use_and_becomes_a_plain_frame():
     assert isinstance(h, pd.DataFrame) and type(h) is not pd.DataFrame
     assert len(h) == 4
     assert type(h) is pd.DataFrame
-    assert list(h.columns) == list(it.HISTORY_COLUMNS)
+    assert list(h.columns) == list(fields.HISTORY_COLUMNS)
     assert h["epoch"].dtype == np.int64 and h["epoch"].tolist() == [1, 2, 3, 4]
-    np.testing.assert_array_equal(h["seconds"].to_numpy(), rows[:, it.H_SECONDS])
+    np.testing.assert_array_equal(h["seconds"].to_numpy(), rows[:, fields.H_SECONDS])
     assert h.attrs == {"best_epoch": 2}
 
 
 def test_every_kind_of_first_use_builds_it():
     rows = _rows()
-    assert _lazy(rows).seconds.sum() == rows[:, it.H_SECONDS].sum()  # column attribute
+    assert _lazy(rows).seconds.sum() == rows[:, fields.H_SECONDS].sum()  # column attribute
     assert np.asarray(_lazy(rows)).shape == rows.shape
     assert "train_loss" in repr(_lazy(rows))
     assert _lazy(rows).attrs["best_epoch"] == 2
@@ -57,8 +57,8 @@ def test_regression_history_has_no_accuracy():
     rows = _rows()
     h = _lazy(rows, classification=False)
     assert h["train_accuracy"].isna().all() and h["val_accuracy"].isna().all()
-    assert list(h.columns) == list(it.HISTORY_COLUMNS) and h["epoch"].dtype == np.int64
-    for i, column in enumerate(it.HISTORY_COLUMNS):
+    assert list(h.columns) == list(fields.HISTORY_COLUMNS) and h["epoch"].dtype == np.int64
+    for i, column in enumerate(fields.HISTORY_COLUMNS):
         if column not in ("train_accuracy", "val_accuracy"):
             np.testing.assert_array_equal(h[column].to_numpy(), rows[:, i])
 
@@ -91,5 +91,5 @@ def test_fit_returns_the_history_and_keeps_it():
     trainer = nn.Trainer(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)), seed=0)
     h = trainer.fit((X, y), epochs=3, val=(X, y), verbose=False, n_iter_no_change=None)
     assert h is trainer.history_
-    assert h.shape == (3, len(it.HISTORY_COLUMNS)) and h["epoch"].tolist() == [1, 2, 3]
+    assert h.shape == (3, len(fields.HISTORY_COLUMNS)) and h["epoch"].tolist() == [1, 2, 3]
     assert h.attrs["stop_reason"] == "reached the epoch limit" and h.attrs["monitor"] == "val_loss"

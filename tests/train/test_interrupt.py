@@ -238,16 +238,16 @@ def test_real_sigint_once_stops_after_the_epoch(mode):
 def test_the_compiled_loop_refuses_a_task_without_rows():
     """Zero rows give zero jobs: the compiled loop returns NO_ROWS at once (it used to spin
     forever); Python's checks normally say so first, naming the argument."""
-    from nnjit.graph import interpreter as it
+    from nnjit.engine import fields
 
     trainer = _trainer()
     X, y, _, _ = _digits()
     trainer.fit((X[:32], y[:32]), epochs=1, verbose=0)
     empty_x = np.zeros((0, 64), np.float32)
     empty_y = np.zeros((0, 1), np.float32)
-    state = np.zeros(it.STATE_WIDTH)
-    state[it.ST_JOB] = -1
-    for task in (it.TASK_FIT, it.TASK_PREDICT, it.TASK_EVALUATE, it.TASK_GRADIENT):
+    state = np.zeros(fields.STATE_WIDTH)
+    state[fields.ST_JOB] = -1
+    for task in (fields.TASK_FIT, fields.TASK_PREDICT, fields.TASK_EVALUATE, fields.TASK_GRADIENT):
         with pytest.raises(ValueError, match="no rows to run"):
             trainer.program.run(task, (empty_x, empty_y, empty_x, empty_y,
                                        np.zeros(0, np.int64)),

@@ -1,15 +1,12 @@
-"""Loading a job's rows into the arena, and the program layout vector that says where.
+"""Loading a job's rows into the arena, at the slots the program layout vector names.
 
 Shared by the interpreter (:func:`load_rows`, the plain loader) and the graph family's sampled
 batch loader (:mod:`nnjit.graph.sampled_batch`), which both import it.
 """
 
-from nnjit.graph.slot_views import slot_view
+from nnjit.engine.fields import L_INPUT, L_TARGET
 from nnjit.kernels._jit import jit
-
-# Program layout vector (int64).
-L_INPUT, L_TARGET, L_OUTPUT, L_LOSS_OP, L_N_PARAMS, L_SCRATCH, L_MAX_BATCH = range(7)
-LAYOUT_WIDTH = 7
+from nnjit.tape.slot_views import slot_view
 
 
 @jit

@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnjit.graph import compile_notice
-from nnjit.graph import interpreter as it
-from nnjit.graph import status as st
-from nnjit.graph.arena import S_COLS, S_FLAGS, S_OFFSET, S_ROWS, SLOT_BATCH, layout
+from nnjit.engine import compile_notice, fields
+from nnjit.engine import interpreter as it
+from nnjit.engine import status as st
 from nnjit.graph.graph_data import G_INPUT_LOADED, G_NEED_LOOPS, G_WEIGHTS_READY, no_graph
-from nnjit.graph.opcodes import CLASSIFICATION_LOSSES, GRAPH_LOOPS, Opcode
-from nnjit.graph.tape import SlotSpec, Tape, Tensor
-from nnjit.ops.family import registry
 from nnjit.kernels.dense import TRANSPOSED_MAX_ROWS
 from nnjit.kernels.rng import seed_state
+from nnjit.ops.family import registry
+from nnjit.ops.opcodes import CLASSIFICATION_LOSSES, GRAPH_LOOPS, Opcode
+from nnjit.tape.arena import S_COLS, S_FLAGS, S_OFFSET, S_ROWS, SLOT_BATCH, layout
+from nnjit.tape.tape import SlotSpec, Tape, Tensor
 
-_NO_BATCH_LOG = np.zeros((0, len(it.BATCH_COLUMNS)), dtype=np.float64)
+_NO_BATCH_LOG = np.zeros((0, len(fields.BATCH_COLUMNS)), dtype=np.float64)
 
 # Program writes its layout vector as one list in this order.
-_LAYOUT_ORDER = (it.L_INPUT, it.L_TARGET, it.L_OUTPUT, it.L_LOSS_OP, it.L_N_PARAMS, it.L_SCRATCH,
-                 it.L_MAX_BATCH)
-if _LAYOUT_ORDER != tuple(range(it.LAYOUT_WIDTH)):
-    raise ImportError("nnjit.graph.program: the layout vector no longer matches the L_* fields")
+_LAYOUT_ORDER = (fields.L_INPUT, fields.L_TARGET, fields.L_OUTPUT, fields.L_LOSS_OP,
+                 fields.L_N_PARAMS, fields.L_SCRATCH, fields.L_MAX_BATCH)
+if _LAYOUT_ORDER != tuple(range(fields.LAYOUT_WIDTH)):
+    raise ImportError("nnjit.engine.program: the layout vector no longer matches the L_* fields")
 
 _VALUES_ARG = 4  # position of ``values`` (the arena, whose dtype names the build) in execute
 compile_notice.watch(it.execute, "the training loop", _VALUES_ARG)
@@ -226,21 +226,21 @@ class Program:
                 continue
             if status != st.DONE:
                 st.raise_for_status(
-                    int(status), int(where), int(state[it.ST_EPOCH]), self,
-                    restored=bool(state[it.ST_RESTORED]),
+                    int(status), int(where), int(state[fields.ST_EPOCH]), self,
+                    restored=bool(state[fields.ST_RESTORED]),
                 )
             return status
 
     def _run_python_op(self, status: int, index: int, state: np.ndarray) -> None:
         node = self.nodes[index]
         op = node.python_op
-        self.current_rows = int(state[it.ST_ROWS])
+        self.current_rows = int(state[fields.ST_ROWS])
         if status == st.YIELD_FORWARD:
             op.forward()
-            state[it.ST_CURSOR] = index + 1
+            state[fields.ST_CURSOR] = index + 1
         else:
             for slot, needs, acc in zip(node.inputs, node.needs_grad, node.accumulate):
                 if needs and not acc:  # Python ops accumulate; the first writer starts from zero
                     self.view(slot, grad=True)[...] = 0
             op.backward()
-            state[it.ST_CURSOR] = index - 1
+            state[fields.ST_CURSOR] = index - 1

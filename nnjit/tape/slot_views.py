@@ -1,8 +1,8 @@
 """Views of one arena slot for compiled code: the current batch's rows for batch slots."""
 
-from nnjit.graph.arena import S_COLS, S_FLAGS, S_OFFSET, S_ROWS, SLOT_BATCH
 from nnjit.kernels._jit import jit
 from nnjit.kernels.views import view1d, view2d
+from nnjit.tape.arena import S_COLS, S_FLAGS, S_OFFSET, S_ROWS, SLOT_BATCH
 
 
 @jit

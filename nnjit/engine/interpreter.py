@@ -27,22 +27,52 @@ import hashlib
 
 import numpy as np
 
-from nnjit.graph import status as st
-from nnjit.graph.arena import S_OFFSET
-from nnjit.graph.batch_loading import (
-    L_INPUT,
+from nnjit.engine import status as st
+from nnjit.engine.batch_loading import load_rows
+from nnjit.engine.epoch_rule import end_epoch, restore_best
+from nnjit.engine.fields import (
+    C_ACCUM_STEPS,
+    C_BATCH,
+    C_CHUNK,
+    C_CLIP_NORM,
+    C_DENSE_MODE,
+    C_DROP_LAST,
+    C_EPOCHS,
+    C_EVAL_BATCH,
+    C_OPT_KIND,
+    C_REG_COEF,
+    C_REG_PER_BATCH,
+    C_SHUFFLE,
+    DIR_BACKWARD,
+    DIR_FORWARD,
+    DIR_IDLE,
     L_LOSS_OP,
-    L_MAX_BATCH,
     L_N_PARAMS,
     L_OUTPUT,
     L_SCRATCH,
-    L_TARGET,
-    LAYOUT_WIDTH,
-    load_rows,
+    ST_ACCUM_N,
+    ST_BATCH_LOSS,
+    ST_CURSOR,
+    ST_DIR,
+    ST_EPOCH,
+    ST_EPOCH_T0,
+    ST_FIT_STEP,
+    ST_JOB,
+    ST_LR,
+    ST_ROWS,
+    ST_STEP,
+    ST_STOPPED,
+    ST_TRAIN_CORRECT,
+    ST_TRAIN_LOSS,
+    ST_TRAIN_N,
+    ST_VAL_CORRECT,
+    ST_VAL_LOSS,
+    ST_VAL_N,
+    STOP_NOW,
+    TASK_FIT,
+    TASK_GRADIENT,
+    TASK_PREDICT,
 )
-from nnjit.graph.records import R_OPCODE, R_OUT
-from nnjit.graph.slot_views import slot_flat as _flat
-from nnjit.graph.slot_views import slot_view as _view
 from nnjit.kernels import gradients as gk
 from nnjit.kernels import loss as kl
 from nnjit.kernels import optim as ko
@@ -52,80 +82,10 @@ from nnjit.kernels.clock import monotonic_ns
 from nnjit.kernels.views import borrow
 from nnjit.ops import activations, dense, dropout, elementwise, losses, python_op
 from nnjit.ops.family import OpFamily
-
-# Tasks.
-TASK_FIT, TASK_EVALUATE, TASK_PREDICT, TASK_GRADIENT = 0, 1, 2, 3
-
-# The program layout vector's fields (nnjit.graph.batch_loading), in order: Python reads them here.
-LAYOUT_FIELDS = (L_INPUT, L_TARGET, L_OUTPUT, L_LOSS_OP, L_N_PARAMS, L_SCRATCH, L_MAX_BATCH)
-if LAYOUT_FIELDS != tuple(range(LAYOUT_WIDTH)):
-    raise ImportError("nnjit.graph.interpreter: the layout fields are out of order")
-
-# Run configuration (float64).
-(
-    C_BATCH,
-    C_EVAL_BATCH,
-    C_SHUFFLE,
-    C_DROP_LAST,
-    C_TOL,
-    C_PATIENCE,
-    C_MONITOR,
-    C_RESTORE_BEST,
-    C_EPOCHS,
-    C_CHUNK,
-    C_OPT_KIND,
-    C_REG_COEF,
-    C_REG_PER_BATCH,
-    C_CLIP_NORM,  # > 0: clip the gradient's global norm to this
-    C_ACCUM_STEPS,  # optimizer step every this many minibatches (mean gradient)
-    C_PLATEAU,  # 1: ReduceLROnPlateau on the monitored value (params/state in ``plateau``)
-    C_DENSE_MODE,  # the BLAS kernels in use: nnjit.kernels.dense.MODE_AVX2 / MODE_AVX512
-) = range(17)
-CONFIG_WIDTH = 17
-
-MONITOR_VAL_LOSS, MONITOR_VAL_ACCURACY, MONITOR_TRAIN_LOSS = 0, 1, 2
-OPT_SGD, OPT_ADAM, OPT_RMSPROP = ko.OPT_SGD, ko.OPT_ADAM, ko.OPT_RMSPROP
-
-# Run state (float64): every variable that must survive a return to Python.
-(
-    ST_EPOCH,  # epochs completed
-    ST_STEP,  # optimizer steps taken
-    ST_BEST,  # best monitored value so far
-    ST_BEST_EPOCH,  # epoch (0-based) of the best value, -1 if none
-    ST_BAD_EPOCHS,  # consecutive epochs without a tol-sized improvement
-    ST_STOPPED,  # 1 once early stopping fired; STOP_AFTER_EPOCH / STOP_NOW: a stop request
-    ST_JOB,  # job index in the current epoch / task, -1 before it starts
-    ST_DIR,  # 0 between jobs, 1 replaying forward, 2 replaying backward
-    ST_CURSOR,  # next record to replay
-    ST_ROWS,  # rows of the current batch
-    ST_BATCH_LOSS,  # loss sum, correct count and counted rows of the current job
-    ST_BATCH_CORRECT,
-    ST_BATCH_COUNT,  # rows the loss counted (a graph's masked-out nodes are not counted)
-    ST_TRAIN_LOSS,  # sums over the current epoch
-    ST_TRAIN_CORRECT,
-    ST_TRAIN_N,
-    ST_VAL_LOSS,
-    ST_VAL_CORRECT,
-    ST_VAL_N,
-    ST_EPOCH_T0,  # monotonic ns at the start of the epoch
-    ST_RESTORED,  # 1 when best weights were restored
-    ST_LR,  # learning rate of the next optimizer step
-    ST_FIT_STEP,  # optimizer steps taken in this fit (index into the LR table)
-    ST_ACCUM_N,  # minibatches accumulated towards the next step
-) = range(24)
-STATE_WIDTH = 24
-
-# History columns (float64, one row per epoch).
-H_EPOCH, H_TRAIN_LOSS, H_TRAIN_ACC, H_VAL_LOSS, H_VAL_ACC, H_LR, H_SECONDS = range(7)
-HISTORY_COLUMNS = ("epoch", "train_loss", "train_accuracy", "val_loss", "val_accuracy", "lr", "seconds")
-BATCH_COLUMNS = ("epoch", "batch", "lr", "train_loss", "train_accuracy")
-
-DIR_IDLE, DIR_FORWARD, DIR_BACKWARD = 0, 1, 2
-
-# Stop requests Python writes into ``state[ST_STOPPED]`` while a fit runs (Ctrl-C): the loop reads
-# the field before every epoch and before every job. STOP_AFTER_EPOCH ends the fit before the next
-# epoch; STOP_NOW abandons the running epoch before its next job (status INTERRUPTED).
-STOP_AFTER_EPOCH, STOP_NOW = 2.0, 3.0
+from nnjit.tape.arena import S_OFFSET
+from nnjit.tape.records import R_OPCODE, R_OUT
+from nnjit.tape.slot_views import slot_flat as _flat
+from nnjit.tape.slot_views import slot_view as _view
 
 _PYTHON_OP = python_op.FAMILY.block.start
 
@@ -147,7 +107,7 @@ _ACT_FIRST = activations.FAMILY.block.start
 _DROPOUT_FIRST = dropout.FAMILY.block.start
 _LOSS_FIRST, _LOSS_END = losses.FAMILY.block.start, losses.FAMILY.block.stop
 if [f.block.start for f in CORE_FAMILIES] != sorted(f.block.start for f in CORE_FAMILIES):
-    raise ImportError("nnjit.graph.interpreter: the core families' blocks are out of order")
+    raise ImportError("nnjit.engine.interpreter: the core families' blocks are out of order")
 _dense_forward, _dense_backward = dense.FAMILY.forward, dense.FAMILY.backward
 _ew_forward, _ew_backward = elementwise.FAMILY.forward, elementwise.FAMILY.backward
 _act_forward, _act_backward = activations.FAMILY.forward, activations.FAMILY.backward
@@ -270,60 +230,6 @@ def _first_nonfinite_op(stop, rows, records, slots, values):
 
 
 @jit
-def _copy_into(src, dst):
-    for k in range(src.size):
-        dst[k] = src[k]
-
-
-@jit
-def _end_epoch(cfg, state, history, params, best, plateau, n_val):
-    """Epoch bookkeeping: history row, early stopping (scikit-learn's rule), best snapshot."""
-    e = int(state[ST_EPOCH])
-    train_loss = state[ST_TRAIN_LOSS] / max(state[ST_TRAIN_N], 1.0)
-    history[e, H_EPOCH] = e + 1
-    history[e, H_TRAIN_LOSS] = train_loss
-    history[e, H_TRAIN_ACC] = state[ST_TRAIN_CORRECT] / max(state[ST_TRAIN_N], 1.0)
-    history[e, H_LR] = state[ST_LR]
-    if n_val > 0:
-        history[e, H_VAL_LOSS] = state[ST_VAL_LOSS] / state[ST_VAL_N]
-        history[e, H_VAL_ACC] = state[ST_VAL_CORRECT] / state[ST_VAL_N]
-    else:
-        history[e, H_VAL_LOSS] = np.nan
-        history[e, H_VAL_ACC] = np.nan
-    history[e, H_SECONDS] = (monotonic_ns() - state[ST_EPOCH_T0]) * 1e-9
-
-    monitor = int(cfg[C_MONITOR])
-    tol = cfg[C_TOL]
-    if monitor == MONITOR_VAL_ACCURACY:
-        value = history[e, H_VAL_ACC]
-        improved_by_tol = value >= state[ST_BEST] + tol
-        better = value > state[ST_BEST]
-    else:
-        value = history[e, H_VAL_LOSS] if monitor == MONITOR_VAL_LOSS else train_loss
-        improved_by_tol = value <= state[ST_BEST] - tol
-        better = value < state[ST_BEST]
-    state[ST_BAD_EPOCHS] = 0.0 if improved_by_tol else state[ST_BAD_EPOCHS] + 1.0
-    if better or state[ST_BEST_EPOCH] < 0:
-        state[ST_BEST] = value
-        state[ST_BEST_EPOCH] = e
-        if monitor != MONITOR_TRAIN_LOSS and cfg[C_RESTORE_BEST] != 0.0:
-            _copy_into(params, best)
-    if cfg[C_PLATEAU] != 0.0:
-        state[ST_LR] = gk.plateau_step(plateau[:8], plateau[8:], value)
-    state[ST_EPOCH] = e + 1
-    if cfg[C_PATIENCE] > 0 and state[ST_BAD_EPOCHS] > cfg[C_PATIENCE]:
-        state[ST_STOPPED] = 1.0
-
-
-@jit
-def _restore_best(cfg, state, params, best):
-    if (cfg[C_RESTORE_BEST] != 0.0 and int(cfg[C_MONITOR]) != MONITOR_TRAIN_LOSS
-            and state[ST_BEST_EPOCH] >= 0):
-        _copy_into(best, params)
-        state[ST_RESTORED] = 1.0
-
-
-@jit
 def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Yv, perm, cfg,
             opt_hyper, opt_state, reg_spans, lr_table, plateau, accum, state, best, history,
             batch_log, out, gdata):
@@ -378,7 +284,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
         if state[ST_JOB] < 0:  # start an epoch (or the task)
             if task == TASK_FIT:
                 if state[ST_STOPPED] != 0.0 or state[ST_EPOCH] >= cfg[C_EPOCHS]:
-                    _restore_best(cfg, state, params, best)
+                    restore_best(cfg, state, params, best)
                     return st.DONE, -1
                 if cfg[C_SHUFFLE] != 0.0:
                     kr.shuffle(perm, rng)
@@ -391,7 +297,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
 
         if int(state[ST_DIR]) == DIR_IDLE:  # load the job's batch
             if task == TASK_FIT and state[ST_STOPPED] == STOP_NOW:  # a second Ctrl-C
-                _restore_best(cfg, state, params, best)
+                restore_best(cfg, state, params, best)
                 return st.INTERRUPTED, -1  # (ST_JOB >= 0: the epoch is incomplete)
             if job >= n_jobs:  # (cannot happen from a job count below n_jobs: say so, not spin)
                 state[ST_JOB] = -1
@@ -442,7 +348,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
         elif is_train:
             if not np.isfinite(stats[0]):
                 state[ST_JOB] = -1
-                _restore_best(cfg, state, params, best)
+                restore_best(cfg, state, params, best)
                 return st.NONFINITE_TRAIN_LOSS, _first_nonfinite_op(loss_op + 1, rows, records,
                                                                      slots, values)
             if task == TASK_GRADIENT:
@@ -484,7 +390,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
         else:
             if task == TASK_FIT and not np.isfinite(stats[0]):
                 state[ST_JOB] = -1
-                _restore_best(cfg, state, params, best)
+                restore_best(cfg, state, params, best)
                 return st.NONFINITE_VAL_LOSS, _first_nonfinite_op(loss_op + 1, rows, records,
                                                                    slots, values)
             state[ST_VAL_LOSS] += stats[0]
@@ -497,7 +403,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             state[ST_JOB] = -1
             if task != TASK_FIT:
                 return st.DONE, -1
-            _end_epoch(cfg, state, history, params, best, plateau, n_val)
+            end_epoch(cfg, state, history, params, best, plateau, n_val)
             epochs_this_call += 1
             if cfg[C_CHUNK] > 0 and epochs_this_call >= cfg[C_CHUNK]:
                 return st.PAUSED, -1  # also after the last epoch, before the best is restored

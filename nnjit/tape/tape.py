@@ -3,7 +3,7 @@
 The tape knows slot shapes, which slots need gradients and, for each op's inputs, whether its
 backward is the *first* writer of that gradient in reverse order (it then overwrites instead of
 accumulating, so no gradient buffer ever needs zeroing). :meth:`Tape.finish` lays the slots out in
-one arena (parameters first, in one contiguous block) and returns a :class:`~nnjit.graph.program.Program`.
+one arena (parameters first, in one contiguous block) and returns a :class:`~nnjit.engine.program.Program`.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from nnjit.graph.records import ACCUMULATE, NEEDS_GRAD, RECORD_WIDTH
+from nnjit.tape.records import ACCUMULATE, NEEDS_GRAD, RECORD_WIDTH
 
 
 class OpEntry(NamedTuple):
     """What the tape knows of one registered op."""
 
-    code: int  # the opcode (the nnjit.graph.opcodes.Opcode member for built-in ops)
+    code: int  # the opcode (the nnjit.ops.opcodes.Opcode member for built-in ops)
     name: str  # upper-case op name
     grad_inputs: tuple[int, ...]  # inputs that take gradients
     family: str  # name of its op family

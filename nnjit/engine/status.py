@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nnjit.graph.records import R_OPCODE
-from nnjit.graph.tape import OPS, op_name
+from nnjit.tape.records import R_OPCODE
+from nnjit.tape.tape import OPS, op_name
 
 DONE = 0  # the task finished
 PAUSED = 1  # an epoch chunk finished; Python may run callbacks, then call again to continue
@@ -39,7 +39,7 @@ def _unknown_opcode_message(op_index: int, program) -> str:
     if code in OPS:
         name = f"{op_name(code)} (opcode {code})"
     else:
-        name = (f"opcode {code}, which is not in nnjit.graph.opcodes.Opcode nor in any "
+        name = (f"opcode {code}, which is not in nnjit.ops.opcodes.Opcode nor in any "
                 "registered op family")
     node = program.nodes[op_index] if op_index < len(program.nodes) else None
     layer = (node.owner or "<model>") if node is not None else "<unknown>"

@@ -5,7 +5,7 @@ Records are int32 rows ``[opcode, in0, in1, in2, out, aux0, aux1, aux2, grad_fla
 and ``out`` are slot indices (-1 = unused); ``aux*`` index the float64 hyperparameter table or
 carry small integers, as each op's :class:`nnjit.ops.OpSpec` documents; ``grad_flags`` says which
 inputs need a gradient and whether the backward overwrites or accumulates it (see
-:mod:`nnjit.graph.tape`).
+:mod:`nnjit.tape.tape`).
 """
 
 R_OPCODE, R_IN0, R_IN1, R_IN2, R_OUT, R_AUX0, R_AUX1, R_AUX2, R_FLAGS = range(9)

@@ -24,7 +24,7 @@ ALIGN_BYTES = 64
 
 
 def layout(slots, dtype) -> tuple[np.ndarray, int, int, int]:
-    """Place ``slots`` (a list of :class:`~nnjit.graph.tape.SlotSpec`) in one arena.
+    """Place ``slots`` (a list of :class:`~nnjit.tape.tape.SlotSpec`) in one arena.
 
     Constant slots (data the ops read, e.g. a graph's node features) go last, after every slot
     that may have a gradient, so the gradient arena stops where they start.

@@ -1,6 +1,6 @@
 """The one line nnjit prints on stderr when it compiles a training loop (a first run only).
 
-The compiled interpreter (:func:`nnjit.graph.interpreter.execute`, one build per arena dtype, and
+The compiled interpreter (:func:`nnjit.engine.interpreter.execute`, one build per arena dtype, and
 its graph build) takes 10-60 s to compile, then numba caches it on disk and later processes load
 it in well under a second. Numba compiles silently, so a first fit looked hung. Numba's event API
 fires ``"numba:compile"`` only after both the dispatcher's in-process overloads and its on-disk

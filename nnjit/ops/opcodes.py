@@ -10,7 +10,7 @@ those three places in one or two files; this enum and the tests that iterate ``S
 branches). A record whose opcode no family of the build handles stops the run with
 ``UnknownOpcodeError``.
 
-Record layout and gradient flags: :mod:`nnjit.graph.records` (re-exported here).
+Record layout and gradient flags: :mod:`nnjit.tape.records` (re-exported here).
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ from nnjit.graph.graph_data import (
     GRAPH_LOOPS,
     GRAPH_RAW,
 )
-from nnjit.graph.records import (
+from nnjit.ops import activations, dense, dropout, elementwise, graph, losses, python_op
+from nnjit.ops.spec import OpSpec
+from nnjit.tape import tape as _tape
+from nnjit.tape.records import (
     ACCUMULATE,
     NEEDS_GRAD,
     R_AUX0,
@@ -38,9 +41,6 @@ from nnjit.graph.records import (
     R_OUT,
     RECORD_WIDTH,
 )
-from nnjit.graph import tape as _tape
-from nnjit.ops import activations, dense, dropout, elementwise, graph, losses, python_op
-from nnjit.ops.spec import OpSpec
 
 __all__ = [
     "ACCUMULATE", "ACTIVATIONS", "BUILTIN_FAMILIES", "CLASSIFICATION_LOSSES",

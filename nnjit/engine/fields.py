@@ -1,0 +1,80 @@
+"""The compiled loop's rows and vectors, field by field: the program layout vector, the run
+configuration, the run state, the history columns, tasks and stop requests.
+
+Python reads and writes them through these names (``nnjit.train.run_state`` gives named views);
+the compiled loop reads the same constants.
+"""
+
+from nnjit.kernels.optim import OPT_ADAM, OPT_RMSPROP, OPT_SGD  # noqa: F401  (C_OPT_KIND values)
+
+# Tasks.
+TASK_FIT, TASK_EVALUATE, TASK_PREDICT, TASK_GRADIENT = 0, 1, 2, 3
+
+# Program layout vector (int64): where a program's input, target and output live, and its sizes.
+L_INPUT, L_TARGET, L_OUTPUT, L_LOSS_OP, L_N_PARAMS, L_SCRATCH, L_MAX_BATCH = range(7)
+LAYOUT_WIDTH = 7
+
+# Run configuration (float64).
+(
+    C_BATCH,
+    C_EVAL_BATCH,
+    C_SHUFFLE,
+    C_DROP_LAST,
+    C_TOL,
+    C_PATIENCE,
+    C_MONITOR,
+    C_RESTORE_BEST,
+    C_EPOCHS,
+    C_CHUNK,
+    C_OPT_KIND,
+    C_REG_COEF,
+    C_REG_PER_BATCH,
+    C_CLIP_NORM,  # > 0: clip the gradient's global norm to this
+    C_ACCUM_STEPS,  # optimizer step every this many minibatches (mean gradient)
+    C_PLATEAU,  # 1: ReduceLROnPlateau on the monitored value (params/state in ``plateau``)
+    C_DENSE_MODE,  # the BLAS kernels in use: nnjit.kernels.dense.MODE_AVX2 / MODE_AVX512
+) = range(17)
+CONFIG_WIDTH = 17
+
+MONITOR_VAL_LOSS, MONITOR_VAL_ACCURACY, MONITOR_TRAIN_LOSS = 0, 1, 2
+
+# Run state (float64): every variable that must survive a return to Python.
+(
+    ST_EPOCH,  # epochs completed
+    ST_STEP,  # optimizer steps taken
+    ST_BEST,  # best monitored value so far
+    ST_BEST_EPOCH,  # epoch (0-based) of the best value, -1 if none
+    ST_BAD_EPOCHS,  # consecutive epochs without a tol-sized improvement
+    ST_STOPPED,  # 1 once early stopping fired; STOP_AFTER_EPOCH / STOP_NOW: a stop request
+    ST_JOB,  # job index in the current epoch / task, -1 before it starts
+    ST_DIR,  # 0 between jobs, 1 replaying forward, 2 replaying backward
+    ST_CURSOR,  # next record to replay
+    ST_ROWS,  # rows of the current batch
+    ST_BATCH_LOSS,  # loss sum, correct count and counted rows of the current job
+    ST_BATCH_CORRECT,
+    ST_BATCH_COUNT,  # rows the loss counted (a graph's masked-out nodes are not counted)
+    ST_TRAIN_LOSS,  # sums over the current epoch
+    ST_TRAIN_CORRECT,
+    ST_TRAIN_N,
+    ST_VAL_LOSS,
+    ST_VAL_CORRECT,
+    ST_VAL_N,
+    ST_EPOCH_T0,  # monotonic ns at the start of the epoch
+    ST_RESTORED,  # 1 when best weights were restored
+    ST_LR,  # learning rate of the next optimizer step
+    ST_FIT_STEP,  # optimizer steps taken in this fit (index into the LR table)
+    ST_ACCUM_N,  # minibatches accumulated towards the next step
+) = range(24)
+STATE_WIDTH = 24
+
+# History columns (float64, one row per epoch).
+H_EPOCH, H_TRAIN_LOSS, H_TRAIN_ACC, H_VAL_LOSS, H_VAL_ACC, H_LR, H_SECONDS = range(7)
+HISTORY_COLUMNS = ("epoch", "train_loss", "train_accuracy", "val_loss", "val_accuracy", "lr", "seconds")
+BATCH_COLUMNS = ("epoch", "batch", "lr", "train_loss", "train_accuracy")
+
+DIR_IDLE, DIR_FORWARD, DIR_BACKWARD = 0, 1, 2
+
+# Stop requests Python writes into ``state[ST_STOPPED]`` while a fit runs (Ctrl-C): the loop reads
+# the field before every epoch and before every job. STOP_AFTER_EPOCH ends the fit before the next
+# epoch; STOP_NOW abandons the running epoch before its next job (status INTERRUPTED).
+STOP_AFTER_EPOCH, STOP_NOW = 2.0, 3.0
