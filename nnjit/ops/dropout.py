@@ -39,7 +39,7 @@ def dropout(x, p: float = 0.5):
 SPECS = (
     OpSpec("DROPOUT", 1, "(B,F)->(B,F)", None, dropout, hyper=("p",), sample_hyper={"p": 0.0},
            grad_inputs=(0,), aux={"aux0": "hyper index of p"},
-           reference_note="random: tests/graph/test_opcodes.py::test_dropout_training_backward_is"
+           reference_note="random: tests/ops/test_opcodes.py::test_dropout_training_backward_is"
                           "_dy_times_the_scaled_mask (and p = 0 is the identity)"),
 )
 

@@ -6,7 +6,7 @@ Each op lives in one place: its family module holds its :class:`~nnjit.ops.OpSpe
 signature, reference, recorder, gradient inputs, aux meanings), its kernels (or imports them
 from ``nnjit/kernels/``) and its branch in the family's two dispatchers. Adding a built-in op is
 those three places in one or two files; this enum and the tests that iterate ``SPECS`` pick it up
-(``tests/graph/test_registry.py`` checks every registered op has its spec, recorder, reference and
+(``tests/ops/test_registry.py`` checks every registered op has its spec, recorder, reference and
 branches). A record whose opcode no family of the build handles stops the run with
 ``UnknownOpcodeError``.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nnjit.engine.interpreter import OPT_ADAM
+from nnjit.engine.fields import OPT_ADAM
 from nnjit.optim.base import Optimizer, _check
 
 

@@ -63,7 +63,7 @@ class Probe(nn.Module):
 
 
 DIMS = {"B": 3, "I": 2, "O": 4, "F": 3}
-# every non-graph op mapping inputs to an output (losses end a tape: tests/graph/test_opcodes.py)
+# every non-graph op mapping inputs to an output (losses end a tape: tests/ops/test_opcodes.py)
 MAPPED = [(op, s) for op, s in ALL if not s.graph and s.arity > 0
           and registry.family_of(op).name != "losses"]
 
