@@ -285,7 +285,8 @@ class Tape:
         slots = self.slots
         entry = OPS.get(opcode)
         if entry is None:
-            raise ValueError(f"opcode {opcode!r} belongs to no registered op family "
+            layer = self.current_owner or "the model"
+            raise ValueError(f"{layer}: opcode {opcode!r} belongs to no registered op family "
                              "(nnjit.ops.register the family before recording its ops)")
         opcode = entry.code
         grad_inputs = entry.grad_inputs

@@ -256,7 +256,7 @@ def test_an_unregistered_family_or_opcode_is_refused_when_the_model_is_traced():
                        match="'never_registered' has no opcodes before it is registered"):
         nn.Trainer(Net(lambda: family.opcode("NEVER_REGISTERED"))).predict_outputs(X)
     with pytest.raises((RuntimeError, ValueError),
-                       match=r"opcode 4242 belongs to no registered op family"):
+                       match=r"^Net: opcode 4242 belongs to no registered op family"):
         nn.Trainer(Net(lambda: 4242)).predict_outputs(X)
 
 
