@@ -14,17 +14,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from nnjit.graph import graph_data as gd
-from nnjit.ops.opcodes import (
-    EDGE_WEIGHTS_GCN,
-    EDGE_WEIGHTS_MEAN,
-    GRAPH_FEATURES,
-    GRAPH_LOOPS,
-    GRAPH_RAW,
-    Opcode,
-)
-from nnjit.tape.tape import BatchDim, SlotSpec, Symbolic, Tape, Tensor
-
-WEIGHT_KINDS = {"gcn": EDGE_WEIGHTS_GCN, "mean": EDGE_WEIGHTS_MEAN}
+from nnjit.graph.graph_data import GRAPH_FEATURES, GRAPH_LOOPS, GRAPH_RAW
+from nnjit.ops import graph as graph_ops
+from nnjit.tape.tape import BatchDim, Symbolic, Tape, Tensor
 
 
 class GraphStructure:
@@ -100,13 +92,9 @@ class SparseFeatures(Symbolic):
         return False
 
     def dense(self, weight: Tensor, bias: Tensor | None) -> Tensor:
-        """``X @ weight.T + bias`` as a dense (N, out) tensor (one sparse-times-dense op).
-
-        The op keeps a transposed copy of the weight (its gradient, in the gradient arena) in a
-        scratch slot (F, out), named by aux1, so every non-zero reads one contiguous row."""
-        scratch = self.tape._new_slot(SlotSpec(weight.cols, weight.rows, name="csr_dense.w_t"))
-        return self.tape.record(Opcode.CSR_DENSE, [self.nonzeros, weight, bias], self._rows,
-                                weight.rows, aux=(GRAPH_FEATURES, scratch.slot))
+        """``X @ weight.T + bias`` as a dense (N, out) tensor (one sparse-times-dense op,
+        :func:`nnjit.ops.graph.csr_dense`)."""
+        return graph_ops.csr_dense(None, self, weight, bias)  # (no edge set: the feature CSR)
 
     def dropout(self, p: float) -> SparseFeatures:
         """Dropout on the non-zeros (the zeros stay zero): as dropout on the dense matrix."""
@@ -120,87 +108,48 @@ class Edges(Symbolic):
     """The graph's edges during tracing: message-passing layers record their ops here.
 
     ``csr`` arguments pick the edge set: ``"raw"`` (the graph's edges) or ``"loops"`` (without
-    its self loops, plus exactly one per node: GCN's and GAT's :math:`A + I`).
+    its self loops, plus exactly one per node: GCN's and GAT's :math:`A + I`). Each method
+    records one op of the graph family (:mod:`nnjit.ops.graph`, where its recorder is).
     """
 
-    CSRS = {"raw": GRAPH_RAW, "loops": GRAPH_LOOPS}
+    CSRS = graph_ops.EDGE_SETS
 
     def __init__(self, tape: Tape, structure: GraphStructure):
         self.tape = tape
         self.structure = structure
-        self._weights: dict[tuple[int, int], Tensor] = {}
 
     @property
     def num_nodes(self) -> int:
         return self.structure.num_nodes
 
-    def _csr(self, csr: str) -> int:
-        if csr not in self.CSRS:
-            raise ValueError(f"unknown edge set {csr!r}; valid: {', '.join(self.CSRS)}")
-        return self.CSRS[csr]
-
     def num_edges(self, csr: str = "raw") -> int:
-        return self.structure.num_edges[self._csr(csr)]
-
-    def _check_nodes(self, x: Tensor, where: str) -> None:
-        rows = self.structure.max_rows  # all nodes, or the largest sampled subgraph
-        if int(x.rows) != rows:
-            raise ValueError(f"{where}: expected node features with {rows} rows (one per node), "
-                             f"got shape ({int(x.rows)}, {x.cols})")
+        return self.structure.num_edges[graph_ops.csr_number(csr)]
 
     def weights(self, kind: str, csr: str = "raw") -> Tensor:
         """Edge weights (E, 1) of ``kind`` ``"gcn"`` (symmetric normalisation, for ``"loops"``)
         or ``"mean"`` (1 / in-degree), recorded once per tape and shared by every layer."""
-        key = (WEIGHT_KINDS[kind], self._csr(csr))
-        if key not in self._weights:
-            self._weights[key] = self.tape.record(
-                Opcode.EDGE_WEIGHTS, [], self.num_edges(csr), 1, aux=(key[1], key[0]),
-                out_requires_grad=False, out_edges=key[1])
-        return self._weights[key]
+        return graph_ops.edge_weights(self, kind=kind, csr=csr)
 
     def propagate(self, x: Tensor, csr: str = "raw", weights: Tensor | None = None,
                   bias: Tensor | None = None) -> Tensor:
         """``out[i] = sum over edges j -> i of weights[e] * x[j] (+ bias)``, per head when
         ``weights`` is (E, H) and x is (N, H * C); unit weights when None."""
-        where = self.tape.current_owner or "propagate"
-        self._check_nodes(x, where)
-        k = self._csr(csr)
-        if weights is not None and (weights.rows != self.num_edges(csr)
-                                    or x.cols % weights.cols):
-            raise ValueError(f"{where}: edge weights of shape {weights.shape} do not fit "
-                             f"{self.num_edges(csr)} edges and {x.cols} feature columns")
-        return self.tape.record(Opcode.SPMM, [x, weights, bias], x.rows, x.cols, aux=(k,))
+        return graph_ops.spmm(self, x, weights, bias, csr=csr)
 
     def max_aggregate(self, x: Tensor, csr: str = "raw") -> Tensor:
         """``out[i] = max over edges j -> i of x[j]`` per column (0 without incoming edges)."""
-        self._check_nodes(x, self.tape.current_owner or "max_aggregate")
-        arg = self.tape._new_slot_like(x, "max.argmax")
-        return self.tape.record(Opcode.SCATTER_MAX, [x], x.rows, x.cols, aux=(self._csr(csr),),
-                                extra_inputs=[arg])
+        return graph_ops.scatter_max(self, x, csr=csr)
 
     def gather_add(self, a_src: Tensor, a_dst: Tensor, csr: str = "raw") -> Tensor:
         """Per edge j -> i: ``a_src[j] + a_dst[i]`` (E, H)."""
-        k = self._csr(csr)
-        return self.tape.record(Opcode.EDGE_GATHER_ADD, [a_src, a_dst], self.num_edges(csr),
-                                a_src.cols, aux=(k,), out_edges=k)
+        return graph_ops.edge_gather_add(self, a_src, a_dst, csr=csr)
 
     def softmax(self, scores: Tensor, csr: str = "raw") -> Tensor:
         """Softmax of (E, H) edge scores over each node's incoming edges, per head."""
-        return self.tape.record(Opcode.SEGMENT_SOFTMAX, [scores], scores.rows, scores.cols,
-                                aux=(self._csr(csr),))
+        return graph_ops.segment_softmax(self, scores, csr=csr)
 
     def __repr__(self) -> str:
         return f"Edges(num_nodes={self.num_nodes}, num_edges={self.num_edges()})"
-
-
-def head_dot(x: Tensor, att: Tensor, heads: int) -> Tensor:
-    """(N, H): per head h, the dot product of x's columns h*C:(h+1)*C with att's."""
-    return x.tape.record(Opcode.HEAD_DOT, [x, att], x.rows, heads, aux=(GRAPH_RAW,))
-
-
-def head_mean(x: Tensor, heads: int, bias: Tensor | None = None) -> Tensor:
-    """(N, C): the mean of x's H column blocks of width C (plus ``bias`` (1, C))."""
-    return x.tape.record(Opcode.HEAD_MEAN, [x, bias], x.rows, x.cols // heads, aux=(GRAPH_RAW,))
 
 
 def graph_inputs(tape: Tape, structure: GraphStructure, n_features: int):

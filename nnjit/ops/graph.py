@@ -8,8 +8,12 @@ program that records graph ops compiles it (with its job loader, which samples s
 are inlined into one compiled function per direction, as the activations.
 
 The recorders take the graph's ``Edges`` first (what a graph model's ``forward`` receives), as
-the references take the op's graph.
+the references take the op's graph. They hold the recording (shape checks, the tape records, the
+edge weights shared per tape); :class:`nnjit.graph.edges.Edges`' methods and
+``SparseFeatures.dense``, which GNN layers call, delegate to them.
 """
+
+import weakref
 
 from nnjit.graph.graph_data import (
     EDGE_WEIGHTS_GCN,
@@ -51,34 +55,86 @@ from nnjit.tape.records import (
     R_OUT,
 )
 from nnjit.tape.slot_views import slot_flat, slot_view
+from nnjit.tape.tape import SlotSpec, Tensor
 
-__all__ = ["EDGE_WEIGHTS_GCN", "EDGE_WEIGHTS_MEAN", "GRAPH_FEATURES", "GRAPH_LOOPS", "GRAPH_RAW",
-           "FAMILY", "SPECS"]
+__all__ = ["EDGE_SETS", "EDGE_WEIGHTS_GCN", "EDGE_WEIGHTS_MEAN", "GRAPH_FEATURES", "GRAPH_LOOPS",
+           "GRAPH_RAW", "FAMILY", "SPECS", "WEIGHT_KINDS", "csr_dense", "csr_number",
+           "edge_gather_add", "edge_weights", "head_dot", "head_mean", "scatter_max",
+           "segment_softmax", "spmm"]
 
 FIRST_OPCODE = 70
 (_SPMM, _EDGE_WEIGHTS, _SCATTER_MAX, _SEGMENT_SOFTMAX, _HEAD_DOT, _EDGE_GATHER_ADD, _CSR_DENSE,
  _HEAD_MEAN) = range(FIRST_OPCODE, FIRST_OPCODE + 8)
 
 
-# -- recorders (the Edges methods and module functions GNN layers call) ------------------------
+# -- recorders (what Edges' methods and SparseFeatures.dense call) -----------------------------
+#: The edge sets a recorder's ``csr`` names: the graph's edges, or its edges without self loops
+#: plus exactly one per node (GCN's and GAT's A + I).
+EDGE_SETS = {"raw": GRAPH_RAW, "loops": GRAPH_LOOPS}
+#: The edge weights :func:`edge_weights` records: symmetric GCN normalisation, 1 / in-degree.
+WEIGHT_KINDS = {"gcn": EDGE_WEIGHTS_GCN, "mean": EDGE_WEIGHTS_MEAN}
+
+# tape -> {(kind, CSR): slot} of the edge weights recorded on it, shared by every layer. Slots,
+# not Tensors: a Tensor holds its tape, which would keep the weak key alive.
+_weights_recorded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def csr_number(csr: str) -> int:
+    """The CSR (aux0) of the edge set named ``csr`` (a key of :data:`EDGE_SETS`)."""
+    if csr not in EDGE_SETS:
+        raise ValueError(f"unknown edge set {csr!r}; valid: {', '.join(EDGE_SETS)}")
+    return EDGE_SETS[csr]
+
+
+def _check_nodes(edges, x, where: str) -> None:
+    rows = edges.structure.max_rows  # all nodes, or the largest sampled subgraph
+    if int(x.rows) != rows:
+        raise ValueError(f"{where}: expected node features with {rows} rows (one per node), "
+                         f"got shape ({int(x.rows)}, {x.cols})")
+
+
 def spmm(edges, x, weights=None, bias=None, *, csr="raw"):
-    """``out[i] = sum over edges j -> i of weights[e] * x[j] (+ bias)`` (Edges.propagate)."""
-    return edges.propagate(x, csr, weights, bias)
+    """``out[i] = sum over edges j -> i of weights[e] * x[j] (+ bias)``, per head when
+    ``weights`` is (E, H) and x is (N, H * C); unit weights when None (Edges.propagate)."""
+    where = x.tape.current_owner or "propagate"
+    _check_nodes(edges, x, where)
+    k = csr_number(csr)
+    n_edges = edges.structure.num_edges[k]
+    if weights is not None and (weights.rows != n_edges or x.cols % weights.cols):
+        raise ValueError(f"{where}: edge weights of shape {weights.shape} do not fit "
+                         f"{n_edges} edges and {x.cols} feature columns")
+    return x.tape.record(_SPMM, [x, weights, bias], x.rows, x.cols, aux=(k,))
 
 
 def edge_weights(edges, *, kind="gcn", csr="raw"):
-    """Edge weights (E, 1) of ``kind`` "gcn" or "mean" (Edges.weights)."""
-    return edges.weights(kind, csr)
+    """Edge weights (E, 1) of ``kind`` "gcn" (symmetric normalisation, for "loops") or "mean"
+    (1 / in-degree), recorded once per tape and shared by every layer (Edges.weights)."""
+    if kind not in WEIGHT_KINDS:
+        raise ValueError(f"unknown edge weights kind {kind!r}; valid: {', '.join(WEIGHT_KINDS)}")
+    tape = edges.tape
+    k = csr_number(csr)
+    key = (WEIGHT_KINDS[kind], k)
+    recorded = _weights_recorded.setdefault(tape, {})
+    if key not in recorded:
+        recorded[key] = tape.record(_EDGE_WEIGHTS, [], edges.structure.num_edges[k], 1,
+                                    aux=(k, key[0]), out_requires_grad=False, out_edges=k).slot
+    return Tensor(tape, recorded[key])
 
 
 def scatter_max(edges, x, *, csr="raw"):
-    """Per-column max over each node's incoming edges (Edges.max_aggregate)."""
-    return edges.max_aggregate(x, csr)
+    """``out[i] = max over edges j -> i of x[j]`` per column, 0 without incoming edges
+    (Edges.max_aggregate). Its record's in1 is an argmax slot (N, F) made here."""
+    _check_nodes(edges, x, x.tape.current_owner or "max_aggregate")
+    k = csr_number(csr)
+    arg = x.tape._new_slot_like(x, "max.argmax")
+    return x.tape.record(_SCATTER_MAX, [x], x.rows, x.cols, aux=(k,), extra_inputs=[arg])
 
 
 def segment_softmax(edges, scores, *, csr="raw"):
-    """Softmax of (E, H) edge scores over each node's incoming edges (Edges.softmax)."""
-    return edges.softmax(scores, csr)
+    """Softmax of (E, H) edge scores over each node's incoming edges, per head
+    (Edges.softmax)."""
+    return scores.tape.record(_SEGMENT_SOFTMAX, [scores], scores.rows, scores.cols,
+                              aux=(csr_number(csr),))
 
 
 def head_dot(edges, x, att, *, heads):
@@ -87,13 +143,22 @@ def head_dot(edges, x, att, *, heads):
 
 
 def edge_gather_add(edges, a_src, a_dst, *, csr="raw"):
-    """Per edge j -> i: ``a_src[j] + a_dst[i]`` (Edges.gather_add)."""
-    return edges.gather_add(a_src, a_dst, csr)
+    """Per edge j -> i: ``a_src[j] + a_dst[i]`` (E, H) (Edges.gather_add)."""
+    k = csr_number(csr)
+    return a_src.tape.record(_EDGE_GATHER_ADD, [a_src, a_dst], edges.structure.num_edges[k],
+                             a_src.cols, aux=(k,), out_edges=k)
 
 
 def csr_dense(edges, features, weight, bias=None):
-    """``X @ weight.T + bias`` of sparse features X (its non-zeros are the op's in0)."""
-    return features.dense(weight, bias)
+    """``X @ weight.T + bias`` as a dense (N, out) tensor, X the sparse features (its non-zeros
+    are the op's in0) (SparseFeatures.dense).
+
+    The op keeps a transposed copy of the weight (its gradient, in the gradient arena) in a
+    scratch slot (F, out), named by aux1, so every non-zero reads one contiguous row."""
+    tape = features.tape
+    scratch = tape._new_slot(SlotSpec(weight.cols, weight.rows, name="csr_dense.w_t"))
+    return tape.record(_CSR_DENSE, [features.nonzeros, weight, bias], features.rows,
+                       weight.rows, aux=(GRAPH_FEATURES, scratch.slot))
 
 
 def head_mean(edges, x, bias=None, *, heads):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from nnjit.checks import Real
-from nnjit.graph.edges import head_dot, head_mean
 from nnjit.nn import functional as F
 from nnjit.nn.gnn.base import MessagePassing, glorot, positive_int, zeros
 from nnjit.nn.linear import Linear
+from nnjit.ops.graph import head_dot, head_mean
 
 
 class GATConv(MessagePassing):
@@ -50,8 +50,8 @@ class GATConv(MessagePassing):
         csr = "loops" if self.add_self_loops else "raw"
         h = self.lin(x)
         tape = h.tape
-        a_src = head_dot(h, self.param(tape, "att_src"), self.heads)
-        a_dst = head_dot(h, self.param(tape, "att_dst"), self.heads)
+        a_src = head_dot(edges, h, self.param(tape, "att_src"), heads=self.heads)
+        a_dst = head_dot(edges, h, self.param(tape, "att_dst"), heads=self.heads)
         scores = F.leaky_relu(edges.gather_add(a_src, a_dst, csr), self.negative_slope)
         alpha = edges.softmax(scores, csr)
         if self.dropout > 0.0:
@@ -59,7 +59,7 @@ class GATConv(MessagePassing):
         bias = self.param(tape, "bias")
         if self.concat:
             return edges.propagate(h, csr, alpha, bias)
-        return head_mean(edges.propagate(h, csr, alpha), self.heads, bias)
+        return head_mean(edges, edges.propagate(h, csr, alpha), bias, heads=self.heads)
 
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, {self.out_channels}, heads={self.heads}, "
