@@ -24,11 +24,7 @@ import pathlib
 PACKAGE = pathlib.Path(__file__).parents[1] / "nnjit"
 
 #: Imports (importer, imported) that still close a circle; the cycle test ignores them.
-CIRCLE_ALLOWLIST = {
-    # Module.summary_str imports the summary lazily, which walks the model with nn.module's
-    # walk_modules and finds graph layers through nn.gnn.base (whose MessagePassing is a Module).
-    ("nnjit.nn.module", "nnjit.nn.summary"),
-}
+CIRCLE_ALLOWLIST: set[tuple[str, str]] = set()
 
 #: kernels modules' imports from nnjit outside kernels (importer, imported).
 KERNELS_ALLOWLIST: set[tuple[str, str]] = set()

@@ -25,8 +25,9 @@ import numpy as np
 
 from nnjit.export.optional import require
 from nnjit.export.trace import Trace, input_width, trace_model
-from nnjit.nn.module import Module, walk_modules
+from nnjit.nn.module import Module
 from nnjit.nn.providers import provide
+from nnjit.nn.walk import walk_modules
 from nnjit.ops.opcodes import GRAPH_OPCODES, SPECS, Opcode
 
 ONNX_OPSET = 17

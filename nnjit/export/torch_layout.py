@@ -10,7 +10,8 @@ difference is GATConv's attention vectors: PyG's ``(1, heads, out_channels)``, f
 
 from __future__ import annotations
 
-from nnjit.nn.module import Module, walk_modules
+from nnjit.nn.module import Module
+from nnjit.nn.walk import walk_modules
 
 
 def torch_shapes(model: Module) -> dict[str, tuple[int, ...]]:

@@ -13,7 +13,8 @@ import numpy as np
 
 from nnjit.checks import is_int
 from nnjit.nn.linear import Linear
-from nnjit.nn.module import Module, walk_modules
+from nnjit.nn.module import Module
+from nnjit.nn.walk import walk_modules
 from nnjit.tape.tape import Tape, Tensor
 
 #: Rows of the traced batch. Only shapes are recorded; an uncommon value keeps a parameter's row

@@ -18,6 +18,8 @@ from nnjit.io.nne import check_state
 from nnjit.io.weights import load_module, save_module
 from nnjit.nn.parameter import Parameter
 from nnjit.nn.providers import provider
+from nnjit.nn.summary import summary_table
+from nnjit.nn.walk import walk_modules
 from nnjit.tape.tape import Symbolic, Tape, current_tape
 
 MSG_DATA_CALL = (
@@ -54,6 +56,10 @@ class Module:
         ...     def forward(self, x):
         ...         return self.fc2(nn.functional.relu(self.fc1(x)))
     """
+
+    #: True for graph layers (:class:`nnjit.nn.gnn.MessagePassing`), whose ``forward`` takes the
+    #: graph's edges: a model holding one is traced on a Graph.
+    takes_edges: bool = False
 
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
@@ -349,8 +355,6 @@ class Module:
 
     def summary_str(self, input_shape=None, *, graph=None) -> str:
         """The table :meth:`summary` prints, as a string."""
-        from nnjit.nn.summary import summary_table
-
         return summary_table(self, input_shape, graph)
 
     # -- display -------------------------------------------------------------------------------
@@ -363,28 +367,6 @@ class Module:
         if not lines:
             return head + ")"
         return head + "\n" + "\n".join(lines) + "\n)"
-
-
-def walk_modules(root: Module, prefix: str = "", memo: set | None = None) -> list:
-    """``[(dotted_path, module)]`` for ``root`` and all its descendants, each once, depth-first
-    with children in registration order (:meth:`Module.named_modules` as a list; a trainer
-    walks the model once per trace)."""
-    memo = set() if memo is None else memo
-    out = []
-    stack = [(prefix, root)]
-    while stack:
-        path, module = stack.pop()
-        if id(module) in memo:
-            continue
-        memo.add(id(module))
-        out.append((path, module))
-        children = module._modules
-        if children:
-            names = list(children)
-            names.reverse()
-            for name in names:
-                stack.append((f"{path}.{name}" if path else name, children[name]))
-    return out
 
 
 def _check_name(module: Module, name, kind: str) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 
 from nnjit.checks import is_int
 from nnjit.nn.providers import provider
+from nnjit.nn.walk import walk_modules
 from nnjit.tape.tape import Tensor
 
 _COLUMNS = ("Layer (path)", "Type", "Output shape", "Params")
@@ -19,8 +20,6 @@ _COLUMNS = ("Layer (path)", "Type", "Output shape", "Params")
 def summary_table(model, input_shape=None, graph=None) -> str:
     """The text of :meth:`nnjit.nn.Module.summary` (see there): one row per module, below the
     model, by dotted path; a module's count includes its sub-modules' parameters."""
-    from nnjit.nn.module import walk_modules
-
     modules = walk_modules(model)
     shapes, note, input_desc = _traced_shapes(model, modules, input_shape, graph)
     rows = [(name, "Parameter", str(tuple(p.shape)), f"{p.size:,}")  # the model's own
@@ -69,10 +68,9 @@ def _traced_shapes(model, modules, input_shape, graph):
     """``({id(module): "(rows, cols)"}, note, input description)``; shapes None if no trace."""
     from nnjit.data.full_batch import FullBatch
     from nnjit.data.graph import Graph
-    from nnjit.nn.gnn.base import MessagePassing
 
     width = _input_width(modules, input_shape)
-    is_graph_model = any(isinstance(m, MessagePassing) for _, m in modules)
+    is_graph_model = any(m.takes_edges for _, m in modules)
     if graph is not None and not isinstance(graph, (Graph, FullBatch)):
         raise TypeError(f"summary: graph must be a Graph or FullBatch, got {type(graph).__name__}")
     if is_graph_model and graph is None:

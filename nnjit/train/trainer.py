@@ -25,8 +25,9 @@ from nnjit.engine import status as st
 from nnjit.engine.program import ArenaTooLarge, Program, format_bytes, physical_memory
 from nnjit.kernels import loss as kl
 from nnjit.losses import CrossEntropyLoss, Loss, MSELoss, get_loss
-from nnjit.nn.module import Module, walk_modules
+from nnjit.nn.module import Module
 from nnjit.nn.providers import provide
+from nnjit.nn.walk import walk_modules
 from nnjit.optim import Optimizer, get_optimizer
 from nnjit.optim.adam import Adam
 from nnjit.random import next_seed

@@ -37,6 +37,8 @@ class MessagePassing(Module):
     """Base of the graph layers: ``forward(x, edges)`` with x (N, in_channels), dense or sparse
     features, and ``edges`` the :class:`nnjit.graph.edges.Edges` the trainer traces with."""
 
+    takes_edges = True
+
     def __init__(self, in_channels: int, out_channels: int):
         super().__init__()
         name = type(self).__name__
