@@ -151,11 +151,33 @@ def test_the_notice_follows_numba_compiles_of_a_watched_function(capsys, monkeyp
     other(np.ones(3, np.float32))  # not watched
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2, err
-    assert err[0] == "nnjit: compiling a test function for float32 (first run only, about 15 s)"
+    # (a build the table does not name is estimated as one with extra families)
+    assert err[0] == "nnjit: compiling a test function for float32 (first run only, about 22 s)"
     assert re.match(r"^nnjit: compiled in \d+\.\d s \(not cached\)$", err[1]), err  # cache=False
     monkeypatch.setenv("NNJIT_COMPILE_NOTICE", "0")
     tiny(np.ones(3, np.float64))  # a new overload, compiled silently
     assert capsys.readouterr().err == ""
+
+
+def test_the_notice_states_each_build_s_measured_compile_time():
+    """The base build says the MLP build's time; the graph build and a build with a user's
+    family the graph build's (measured 18-31 s; they compile the core plus their families)."""
+    from nnjit.engine.program import build_name
+    from nnjit.ops.opcodes import BUILTIN_FAMILIES
+
+    core = [f for f in BUILTIN_FAMILIES if f.core]
+    graph = [f for f in BUILTIN_FAMILIES if f.name == "graph"]
+    user = [types.SimpleNamespace(name="silu", core=False)]
+    say = compile_notice.start_message
+    assert say(build_name(core), "float32") == (
+        "nnjit: compiling the training loop for float32 (first run only, about 17 s; "
+        "`nnjit warmup` does this ahead of time)")
+    assert say(build_name(core + graph), "float64") == (
+        "nnjit: compiling the graph training loop for float64 (first run only, about 22 s; "
+        "`nnjit warmup --graph` does this ahead of time)")
+    assert say(build_name(core + user), "float32") == (
+        "nnjit: compiling the training loop with the silu ops for float32 (first run only, "
+        "about 22 s)")
 
 
 def test_a_quiet_fit_without_callbacks_stays_one_plain_call(monkeypatch):
