@@ -100,21 +100,21 @@ def warmup(graph: bool = False) -> None:
     import numpy as np
 
     from nnjit.data.loader import DataLoader
-    from nnjit.engine.compile_notice import WARMUP_COMMAND
+    from nnjit.engine.compile_notice import no_warmup_hint
     from nnjit.nn import Linear, Sequential
     from nnjit.train.trainer import Trainer
 
-    WARMUP_COMMAND.clear()  # the notice should not suggest the command that is running
-    for dtype in (np.float32, np.float64):
-        start = time.perf_counter()
-        X = np.random.default_rng(0).normal(size=(8, 2))
-        y = np.arange(8) % 2
-        trainer = Trainer(Sequential(Linear(2, 2)), dtype=dtype, seed=0)
-        trainer.fit(DataLoader(X, y, batch_size=4), epochs=1, val=(X, y), verbose=False)
-        trainer.predict_proba(X)
-        if graph:
-            _warm_graph_build(X, y, dtype)
-        print(f"{np.dtype(dtype).name}: ready in {time.perf_counter() - start:.2f} s")
+    with no_warmup_hint():
+        for dtype in (np.float32, np.float64):
+            start = time.perf_counter()
+            X = np.random.default_rng(0).normal(size=(8, 2))
+            y = np.arange(8) % 2
+            trainer = Trainer(Sequential(Linear(2, 2)), dtype=dtype, seed=0)
+            trainer.fit(DataLoader(X, y, batch_size=4), epochs=1, val=(X, y), verbose=False)
+            trainer.predict_proba(X)
+            if graph:
+                _warm_graph_build(X, y, dtype)
+            print(f"{np.dtype(dtype).name}: ready in {time.perf_counter() - start:.2f} s")
 
 
 def _warm_graph_build(X, y, dtype) -> None:

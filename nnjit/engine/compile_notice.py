@@ -16,6 +16,7 @@ to silence it (e.g. a tool that parses stderr).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -62,8 +63,21 @@ def enabled() -> bool:
         "0", "false", "no", "off")
 
 
+_hints = [True]  # False while `nnjit warmup` runs: no suggesting the command that is running
+
+
+@contextlib.contextmanager
+def no_warmup_hint():
+    """Within it, the start message does not suggest ``nnjit warmup`` (the warmup command)."""
+    _hints.append(False)
+    try:
+        yield
+    finally:
+        _hints.pop()
+
+
 def start_message(what: str, dtype: str) -> str:
-    hint = WARMUP_COMMAND.get(what, "")
+    hint = WARMUP_COMMAND.get(what, "") if _hints[-1] else ""
     ahead = f"; `{hint}` does this ahead of time" if hint else ""
     return (f"nnjit: compiling {what} for {dtype} (first run only, about "
             f"{ESTIMATED_SECONDS.get(what, EXTRA_FAMILIES_SECONDS)} s{ahead})")

@@ -247,3 +247,12 @@ def test_progress_bar_arguments_are_checked():
         ProgressBar(style="fancy")
     with pytest.raises(ValueError, match="interval"):
         ProgressBar(interval=-1)
+
+
+def test_warmup_drops_its_own_hint_only_while_it_runs():
+    """`nnjit warmup` does not suggest itself, and the hint is back once it returns (it used to
+    clear the hint table for the rest of the process)."""
+    with compile_notice.no_warmup_hint():
+        assert "warmup" not in compile_notice.start_message("the training loop", "float32")
+    assert "`nnjit warmup` does this" in compile_notice.start_message("the training loop",
+                                                                      "float32")
