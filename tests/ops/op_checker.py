@@ -231,7 +231,7 @@ class Probe(nn.Module):
         self.op_output = None
 
     def _inputs(self, tape, features):
-        spec, case = self.case.spec, self.case
+        case = self.case
         ins = []
         for k, a in enumerate(case.inputs):
             if a is None:
