@@ -10,9 +10,30 @@ from nnjit.kernels.optim import OPT_ADAM, OPT_RMSPROP, OPT_SGD  # noqa: F401  (C
 # Tasks.
 TASK_FIT, TASK_EVALUATE, TASK_PREDICT, TASK_GRADIENT = 0, 1, 2, 3
 
-# Program layout vector (int64): where a program's input, target and output live, and its sizes.
-L_INPUT, L_TARGET, L_OUTPUT, L_LOSS_OP, L_N_PARAMS, L_SCRATCH, L_MAX_BATCH = range(7)
-LAYOUT_WIDTH = 7
+# Program layout vector (int64): where a program's inputs, target and output live, its sizes,
+# and the training-batch augmentation. L_INPUT is the first input's slot; a model with several
+# inputs (``forward(self, x_num, x_cat)``) has L_N_INPUTS entries after the head, one per input:
+# (slot, first column of the input in the packed X matrix, columns).
+(
+    L_INPUT,
+    L_TARGET,
+    L_OUTPUT,
+    L_LOSS_OP,
+    L_N_PARAMS,
+    L_SCRATCH,
+    L_MAX_BATCH,
+    L_N_INPUTS,
+    L_AUG_SLOT,  # the input slot that training batches augment (-1: none)
+    L_AUG_PAD,  # random crop: zero padding on each side (0: no crop)
+    L_AUG_FLIP,  # 1: random horizontal flip
+    L_AUG_C,  # the augmented input's (C, H, W)
+    L_AUG_H,
+    L_AUG_W,
+) = range(14)
+LAYOUT_HEAD = 14
+INPUT_ENTRY_WIDTH = 3
+INPUT_SLOT, INPUT_FIRST_COLUMN, INPUT_COLUMNS = range(INPUT_ENTRY_WIDTH)
+LAYOUT_WIDTH = LAYOUT_HEAD + INPUT_ENTRY_WIDTH  # with one input
 
 # Run configuration (float64).
 (

@@ -19,8 +19,10 @@ _NO_BATCH_LOG = np.zeros((0, len(fields.BATCH_COLUMNS)), dtype=np.float64)
 
 # Program writes its layout vector as one list in this order.
 _LAYOUT_ORDER = (fields.L_INPUT, fields.L_TARGET, fields.L_OUTPUT, fields.L_LOSS_OP,
-                 fields.L_N_PARAMS, fields.L_SCRATCH, fields.L_MAX_BATCH)
-if _LAYOUT_ORDER != tuple(range(fields.LAYOUT_WIDTH)):
+                 fields.L_N_PARAMS, fields.L_SCRATCH, fields.L_MAX_BATCH, fields.L_N_INPUTS,
+                 fields.L_AUG_SLOT, fields.L_AUG_PAD, fields.L_AUG_FLIP, fields.L_AUG_C,
+                 fields.L_AUG_H, fields.L_AUG_W)
+if _LAYOUT_ORDER != tuple(range(fields.LAYOUT_HEAD)):
     raise ImportError("nnjit.engine.program: the layout vector no longer matches the L_* fields")
 
 _VALUES_ARG = 4  # position of ``values`` (the arena, whose dtype names the build) in execute
@@ -103,9 +105,13 @@ class Program:
                 for slot, acc in zip(n.inputs[:2], n.accumulate[:2]):
                     if acc:
                         scratch = max(scratch, slots[slot].size)
-            elif registry.spec(opcode).graph:
-                has_graph_ops = True
-                need_loops = need_loops or n.aux[0] == GRAPH_LOOPS
+            else:
+                spec = registry.spec(opcode)
+                if spec.scratch is not None:
+                    scratch = max(scratch, int(spec.scratch(n, slots)))
+                if spec.graph:
+                    has_graph_ops = True
+                    need_loops = need_loops or n.aux[0] == GRAPH_LOOPS
         if len(loss_ops) != 1 or loss_ops[0] != len(nodes) - 1:
             raise ValueError("the loss must be the last op recorded on the tape")
         self.loss_op = loss_ops[0]
@@ -130,6 +136,9 @@ class Program:
             self.n_params,  # L_N_PARAMS
             len(slots) - 1,  # L_SCRATCH
             self.max_batch,  # L_MAX_BATCH
+            1,  # L_N_INPUTS
+            -1, 0, 0, 0, 0, 0,  # L_AUG_*: no augmentation
+            input.slot, 0, input.cols,  # the input's entry: slot, first column, columns
         ], dtype=np.int64)
         self.current_rows = self.max_batch
         self.rng = seed_state(seed)

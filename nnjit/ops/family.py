@@ -230,7 +230,8 @@ class Registry:
         for op, spec in zip(family.block, family.specs):
             self._by_opcode[op] = (family, spec)
             self._names[spec.name] = op
-            self._ops[op] = _tape.OpEntry(op, spec.name, spec.grad_inputs, family.name)
+            self._ops[op] = _tape.OpEntry(op, spec.name, spec.grad_inputs, family.name,
+                                            spec.int_inputs)
             if self._ops is _tape.OPS:
                 _tape.OPCODE_OF[spec.name] = op
         return family

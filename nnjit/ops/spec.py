@@ -113,6 +113,11 @@ class OpSpec:
         reference_note: where an op without a reference is tested.
         sample_inputs: for inputs whose values a (low, high) domain cannot describe (class
             indices, 0/1 labels): ``sample_inputs(rng, dims) -> {input index: array}``.
+        int_inputs: inputs that may hold integers (an embedding's indices); the tape refuses an
+            integer tensor anywhere else.
+        scratch: ``scratch(node, slots) -> int``: elements of the shared scratch span the op's
+            kernels need (im2col buffers...), from its :class:`~nnjit.tape.tape.Node` and the
+            tape's slot specs (batch slots sized for the largest batch); None: no scratch.
     """
 
     name: str
@@ -128,6 +133,8 @@ class OpSpec:
     graph: bool = False
     reference_note: str = ""
     sample_inputs: Callable | None = None
+    int_inputs: tuple[int, ...] = ()
+    scratch: Callable | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not re.fullmatch(r"[A-Z][A-Z0-9_]*", self.name):

@@ -24,6 +24,7 @@ class OpEntry(NamedTuple):
     name: str  # upper-case op name
     grad_inputs: tuple[int, ...]  # inputs that take gradients
     family: str  # name of its op family
+    int_inputs: tuple[int, ...] = ()  # inputs that may hold integers (an embedding's indices)
 
 
 # Filled by nnjit.ops.register: the op families import the tape, the tape never imports them.
@@ -63,6 +64,7 @@ class SlotSpec:
     name: str = ""
     edges: int = -1  # an edge slot: the CSR number whose edges are its rows (-1: not one)
     constant: bool = False  # data written once after layout, never a gradient (laid out last)
+    integer: bool = False  # holds integers (the bits of int32/int64 in the float32/float64 arena)
 
     @property
     def size(self) -> int:
@@ -92,15 +94,20 @@ class Symbolic:
 class Tensor(Symbolic):
     """A symbolic tensor: a slot on a tape.
 
+    A slot is a (rows, cols) block, one row per sample; ``dims`` is how a row is read, e.g.
+    ``(C, H, W)`` for an NCHW image (row-major, product ``cols``), so ``shape`` is ``(rows, *dims)``
+    as in PyTorch. :meth:`view` / :meth:`flatten` change ``dims`` only: no op, no copy.
+
     While tracing only ``shape`` is meaningful. Once the tape is compiled, ``data`` and ``grad``
     are NumPy views into the arena holding the current batch (used by Python ops).
     """
 
-    __slots__ = ("tape", "slot")
+    __slots__ = ("tape", "slot", "dims")
 
-    def __init__(self, tape: Tape, slot: int):
+    def __init__(self, tape: Tape, slot: int, dims: tuple[int, ...] | None = None):
         self.tape = tape
         self.slot = slot
+        self.dims = (tape.slots[slot].cols,) if dims is None else tuple(int(d) for d in dims)
 
     @property
     def spec(self) -> SlotSpec:
@@ -116,8 +123,57 @@ class Tensor(Symbolic):
         return self.tape.slots[self.slot].cols
 
     @property
-    def shape(self) -> tuple[int, int]:
-        return (self.rows, self.cols)
+    def shape(self) -> tuple[int, ...]:
+        """``(rows, *dims)``: ``(batch, features)``, or ``(batch, C, H, W)`` for images."""
+        return (self.rows, *self.dims)
+
+    @property
+    def ndim(self) -> int:
+        return 1 + len(self.dims)
+
+    @property
+    def is_integer(self) -> bool:
+        """Whether the slot holds integers (class or category indices), not floats."""
+        return self.tape.slots[self.slot].integer
+
+    def view(self, *shape) -> Tensor:
+        """The same slot read with another per-row shape (PyTorch's ``view``): the first entry is
+        the batch dimension (``-1`` or the batch size); at most one other entry may be -1.
+        ``x.view(-1, 1, 28, 28)`` reads 784 features as a 1x28x28 image."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        where = f"{self.tape.current_owner or 'view'}"
+        if len(shape) < 2:
+            raise ValueError(f"{where}: view{shape}: give the batch dimension first, e.g. "
+                             f"x.view(-1, {self.cols})")
+        if shape[0] not in (-1, self.rows) and int(shape[0]) != int(self.rows):
+            raise ValueError(f"{where}: view{shape}: the batch dimension must stay {self.rows} "
+                             "(pass -1)")
+        dims = [int(d) for d in shape[1:]]
+        if any(d == 0 or d < -1 for d in dims) or dims.count(-1) > 1:
+            raise ValueError(f"{where}: view{tuple(shape)}: dimensions must be >= 1, with at "
+                             "most one -1")
+        known = 1
+        for d in dims:
+            known *= d if d != -1 else 1
+        if -1 in dims:
+            if self.cols % known:
+                raise ValueError(f"{where}: view{tuple(shape)}: {self.cols} features per row "
+                                 f"do not divide into {known}")
+            dims[dims.index(-1)] = self.cols // known
+        elif known != self.cols:
+            raise ValueError(f"{where}: cannot view a row of {self.cols} features (shape "
+                             f"{self.shape}) as {tuple(dims)} ({known} features)")
+        return Tensor(self.tape, self.slot, tuple(dims))
+
+    reshape = view
+
+    def flatten(self, start_dim: int = 1) -> Tensor:
+        """All per-row dimensions as one (``torch.flatten(x, 1)``); only ``start_dim=1``."""
+        if start_dim != 1:
+            raise ValueError(f"{self.tape.current_owner or 'flatten'}: flatten(start_dim="
+                             f"{start_dim}): rows are samples, only start_dim=1 is supported")
+        return Tensor(self.tape, self.slot, (self.cols,))
 
     @property
     def requires_grad(self) -> bool:
@@ -138,7 +194,8 @@ class Tensor(Symbolic):
         return OPERATORS["mul"](self, other)
 
     def __repr__(self) -> str:
-        return f"Tensor(slot={self.slot}, shape={self.shape})"
+        kind = ", integer" if self.is_integer else ""
+        return f"Tensor(slot={self.slot}, shape={self.shape}{kind})"
 
 
 _current = threading.local()
@@ -240,9 +297,13 @@ class Tape:
                 ids[key] = by_name[name] = len(slots)
                 slots.append(SlotSpec(rows, cols, param=True, requires_grad=True, name=name))
 
-    def input(self, cols: int, name: str = "input") -> Tensor:
-        """A batch-sized data slot (no gradient)."""
-        return self._new_slot(SlotSpec(BatchDim(self.max_batch), int(cols), batch=True, name=name))
+    def input(self, cols: int, name: str = "input", dims: tuple[int, ...] | None = None,
+              integer: bool = False) -> Tensor:
+        """A batch-sized data slot (no gradient): ``cols`` features per row read as ``dims``
+        (default ``(cols,)``); ``integer`` for index columns (embedding inputs)."""
+        t = self._new_slot(SlotSpec(BatchDim(self.max_batch), int(cols), batch=True, name=name,
+                                    integer=bool(integer)))
+        return t if dims is None else t.view(-1, *dims)
 
     def constant(self, values: np.ndarray, name: str) -> Tensor:
         """A fixed-size slot holding ``values`` (rows, cols), written once after layout."""
@@ -274,12 +335,19 @@ class Tape:
         extra_inputs: list[Tensor] = (),
         out_requires_grad: bool | None = None,
         out_edges: int | None = None,
+        block: tuple[float, ...] = (),
+        out_dims: tuple[int, ...] | None = None,
+        out_integer: bool = False,
     ) -> Tensor:
         """Record one op and return its output tensor.
 
-        ``hyper`` values go to the hyper table and their indices fill aux0, aux1, ...; ``aux``
-        gives explicit aux integers after them. ``extra_inputs`` are non-differentiable slots
-        (e.g. the dropout mask) placed after the differentiable inputs.
+        ``hyper`` values go to the hyper table and their indices fill aux0, aux1, ...; ``block``
+        (an op's geometry: sizes, strides, paddings) goes to the hyper table as one contiguous
+        run whose first index fills the next aux field; ``aux`` gives explicit aux integers
+        after them. ``extra_inputs`` are non-differentiable slots (e.g. the dropout mask) placed
+        after the differentiable inputs. ``out_dims``: how the output's row is read (default
+        ``(out_cols,)``); ``out_integer``: the output holds integers. An integer input is refused
+        unless the op's spec lists it in ``int_inputs``.
         """
         # (Runs once per op per trace: kept lean, it counts in a small fit's fixed set-up cost.)
         slots = self.slots
@@ -299,6 +367,10 @@ class Tape:
                 continue
             if t.tape is not self:
                 raise ValueError(f"{entry.name}: input {t} belongs to another tape")
+            if slots[t.slot].integer and k not in entry.int_inputs:
+                raise ValueError(f"{self.current_owner or entry.name.lower()}: "
+                                 f"{entry.name.lower()} takes float inputs, input {k} holds "
+                                 "integers (indices feed an Embedding)")
             needs_grad.append(k in grad_inputs and slots[t.slot].requires_grad)
             in_slots.append(t.slot)
         for t in extra_inputs:
@@ -320,12 +392,18 @@ class Tape:
         op_name = entry.name.lower()
         out = self._new_slot(
             SlotSpec(int(out_rows), int(out_cols), isinstance(out_rows, BatchDim), False,
-                     out_requires_grad, f"{owner or op_name}.{op_name}", out_edges)
+                     out_requires_grad, f"{owner or op_name}.{op_name}", out_edges,
+                     integer=bool(out_integer))
         )
+        if out_dims is not None:
+            out = out.view(-1, *out_dims)
         aux_values = []
         for h in hyper:
             self.hyper.append(float(h))
             aux_values.append(len(self.hyper) - 1)
+        if block:
+            aux_values.append(len(self.hyper))
+            self.hyper.extend(float(v) for v in block)
         for a in aux:
             aux_values.append(int(a))
         while len(aux_values) < 3:
@@ -341,11 +419,11 @@ class Tape:
                 f"{self.current_owner or name.upper()}: {name} needs equal shapes, "
                 f"got {a.shape} and {b.shape}"
             )
-        return self.record(opcode, [a, b], a.rows, a.cols)
+        return self.record(opcode, [a, b], a.rows, a.cols, out_dims=a.dims)
 
     def unary(self, opcode: int, x: Tensor, *hyper: float) -> Tensor:
-        """Elementwise activation."""
-        return self.record(opcode, [x], x.rows, x.cols, hyper=hyper)
+        """Elementwise activation (the output keeps ``x``'s shape)."""
+        return self.record(opcode, [x], x.rows, x.cols, hyper=hyper, out_dims=x.dims)
 
     def dense(self, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         """``x @ weight.T + bias``."""
@@ -361,7 +439,7 @@ class Tape:
         """Inverted dropout with a mask slot drawn from the model's RNG in training mode."""
         mask = self._new_slot_like(x, "dropout.mask")
         return self.record(OPCODE_OF["DROPOUT"], [x], x.rows, x.cols, hyper=(p,),
-                           extra_inputs=[mask])
+                           extra_inputs=[mask], out_dims=x.dims)
 
     def loss(self, opcode: int, prediction: Tensor, target: Tensor, aux: tuple = ()) -> Tensor:
         """Record the loss op (it seeds the gradient of ``prediction``)."""
