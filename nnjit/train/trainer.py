@@ -129,6 +129,7 @@ class Trainer:
         self._modules = walk_modules(self.model)  # traversed once per trace
         self._module_dicts = [module.__dict__ for _, module in self._modules]
         self._named_params = named = []
+        self._named_buffers = buffers = []
         seen = set()
         for path, module in self._modules:
             module.__dict__["_path"] = path
@@ -136,7 +137,14 @@ class Trainer:
                 if id(p) not in seen:
                     seen.add(id(p))
                     named.append((f"{path}.{name}" if path else name, p))
-        tape.parameters(named)
+            for name, b in module.__dict__.get("_buffers", {}).items():  # as named_buffers()
+                if b is not None and id(b) not in seen:
+                    seen.add(id(b))
+                    buffers.append((f"{path}.{name}" if path else name, b))
+        # Buffers follow the parameters in the parameter block: the optimizer's span is its
+        # first n_trainable elements, snapshots and restores cover all of it.
+        tape.parameters(named + buffers)
+        self._n_trainable = sum(p.data.size for _, p in named)
         if self._graph is not None:
             from nnjit.graph.edges import graph_inputs
 
@@ -230,7 +238,7 @@ class Trainer:
         elif self._pending_rng is not None:
             program.rng[:] = self._pending_rng
         self._bind_parameters(program)
-        self.optimizer.build(program.n_params, self.dtype)
+        self.optimizer.build(self._n_trainable, self.dtype)  # (the interpreter's step span)
         self._best = np.empty(program.n_params, dtype=self.dtype)
         spans = self.regularizer.spans(self.param_spans) if self.regularizer else _NO_SPANS
         if spans.dtype != np.int64 or not spans.flags.c_contiguous:  # (a custom regularizer)
@@ -244,20 +252,21 @@ class Trainer:
         ``p.data`` / ``p.grad`` a view of it."""
         self.param_spans = {}
         slots = program.slots.tolist()
-        for name, p in self._named_params:
+        for name, p in self._named_params + self._named_buffers:
             off, rows, cols, _ = slots[program.param_slots[name]]
             view = program.values[off : off + rows * cols].reshape(p.data.shape)
             view[...] = p.data
             p.data = view
-            p.grad = program.grads[off : off + rows * cols].reshape(view.shape)
-            self.param_spans[name] = (off, rows * cols)
+            if p.requires_grad:  # (a Buffer has no gradient and no span the regularizer sees)
+                p.grad = program.grads[off : off + rows * cols].reshape(view.shape)
+                self.param_spans[name] = (off, rows * cols)
 
     def _adopt_parameters(self) -> None:
         """Take the parameters back into this program's arena when another trainer laid them out
         since (a second Trainer of the model, ``model.predict`` or ``layer(X)`` on one of its
         layers): every trainer runs on the parameters' current values, as in PyTorch."""
         values = self.program.values
-        for _, p in self._named_params:
+        for _, p in self._named_params + self._named_buffers:
             if p.data.base is not values:
                 self._bind_parameters(self.program)
                 self.model.__dict__["_trainer"] = self
@@ -412,7 +421,7 @@ class Trainer:
         """``training()``: the arrays the compiled fit reads besides the data, gathered at each
         call (a callback may replace the optimizer state)."""
         cfg, opt_hyper = self._cfg, self.optimizer.hyper_vector()
-        accum = (np.empty(self.program.n_params, self.dtype) if plan.accumulation_steps > 1
+        accum = (np.empty(self._n_trainable, self.dtype) if plan.accumulation_steps > 1
                  else empty_rows(self.dtype, None))
 
         def training():
