@@ -302,8 +302,10 @@ def check_batch_statistics(program, n_rows: int, batch_size: int, drop_last: boo
         sizes.add(n_rows % batch_size)
     if 1 not in sizes:
         return
+    slots = program.tape.slots
     for node in program.nodes:
-        if node.opcode == _BATCH_NORM and int(program.hyper[node.aux[0] + BN_L]) == 1:
+        if (node.opcode == _BATCH_NORM and slots[node.inputs[0]].batch
+                and int(program.hyper[node.aux[0] + BN_L]) == 1):
             last = (f"the last batch of {n_rows} rows in batches of {batch_size}"
                     if batch_size > 1 else f"batch_size {batch_size}")
             hint = ("; pass drop_last=True to the DataLoader or choose another batch_size"

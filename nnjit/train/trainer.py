@@ -28,6 +28,7 @@ from nnjit.losses import CrossEntropyLoss, Loss, MSELoss, get_loss
 from nnjit.nn.module import Module
 from nnjit.nn.providers import provide
 from nnjit.nn.walk import walk_modules
+from nnjit.ops.normalization import check_batch_statistics
 from nnjit.optim import Optimizer, get_optimizer
 from nnjit.optim.adam import Adam
 from nnjit.random import next_seed
@@ -365,6 +366,9 @@ class Trainer:
         # Lay the model out for the data; the targets take the width of its outputs.
         Y = self._compile(data.X, data.targets, data.max_rows, "fit")
         program = self.program
+        if not data.sampled:  # a batch norm refuses training batches of one row
+            check_batch_statistics(program, len(data.X), data.train.batch_size,
+                                   getattr(data.train, "drop_last", False), "fit")
         Xv, Yv = data.validation_arrays(program.output_cols, Y)
 
         # The plan becomes the compiled loop's settings; the run state starts (or continues).
@@ -431,6 +435,9 @@ class Trainer:
         return training
 
     def _begin_callbacks(self, plan: FitPlan, carried) -> None:
+        # model.training reads True while fitting (PyTorch's model.train() before the loop);
+        # the modes the user set come back when the fit ends.
+        self._modes_before_fit = [d["training"] for d in self._module_dicts]
         self._set_training(True)
         self.stop_training = False
         self._callbacks = callbacks = plan.callbacks
@@ -497,7 +504,8 @@ class Trainer:
             interrupted = True
         finally:
             self.optimizer.iterations = int(state.step)
-            self._set_training(False)
+            for attributes, mode in zip(self._module_dicts, self._modes_before_fit):
+                attributes["training"] = mode
             requested = stop is not None and stop.requested
             if requested:
                 state.clear_stop_request()  # a Ctrl-C is not early stopping: a resume goes on
@@ -707,6 +715,7 @@ class Trainer:
         Xa = loader.features(self.dtype)
         Y = self._compile(Xa, lambda k: loader.targets(self.loss, k, self.dtype), len(Xa),
                           "gradients")
+        check_batch_statistics(self.program, len(Xa), len(Xa), False, "gradients")
         state = RunState.for_task()
         with single_threaded_blas():
             self.program.run(fields.TASK_GRADIENT, (Xa, Y, Xa, Y, np.arange(len(Xa))),
