@@ -123,3 +123,28 @@ def test_buffers_are_laid_out_but_never_trained(optimizer):
     out = trainer.predict_outputs(X)
     model.projection = before * 0.5  # the buffer is read by the compiled forward
     assert not np.allclose(trainer.predict_outputs(X), out)
+
+
+def test_safetensors_round_trip_with_torchs_batch_norm(tmp_path):
+    """A torch BatchNorm1d state_dict (int64 num_batches_tracked) saved with safetensors loads
+    into nnjit's, and nnjit's file loads into torch's."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("safetensors")
+    from safetensors.torch import load_file, save_file
+
+    theirs = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+    theirs.train()
+    with torch.no_grad():
+        for _ in range(5):
+            theirs(torch.randn(8, 4))
+    save_file(theirs.state_dict(), tmp_path / "t.safetensors")
+    ours = nn.Sequential(nn.Linear(4, 3), nn.BatchNorm1d(3))
+    ours.load_safetensors(tmp_path / "t.safetensors")
+    assert ours[1].num_batches_tracked.data == 5.0
+    for name, value in theirs.state_dict().items():
+        np.testing.assert_array_equal(ours.state_dict()[name], value.numpy().astype(np.float32))
+    ours.save_safetensors(tmp_path / "o.safetensors")
+    back = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3))
+    back.load_state_dict(load_file(tmp_path / "o.safetensors"))
+    assert int(back[1].num_batches_tracked) == 5
+    np.testing.assert_array_equal(back[1].running_var.numpy(), theirs[1].running_var.numpy())
