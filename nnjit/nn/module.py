@@ -333,13 +333,15 @@ class Module:
         return IncompatibleKeys(missing, unexpected)  # (both empty after a strict load)
 
     def save_weights(self, path) -> None:
-        """Write all parameters to a ``.nne`` file (atomically)."""
+        """Write all parameters and persistent buffers (:meth:`state_dict`) to a ``.nne`` file
+        (atomically)."""
         save_module(self, path)
 
     def load_weights(self, path) -> None:
-        """Load parameters from a ``.nne`` file written by :meth:`save_weights` (or a checkpoint).
+        """Load parameters and buffers from a ``.nne`` file written by :meth:`save_weights` (or
+        a checkpoint).
 
-        Nothing changes unless every parameter matches.
+        Nothing changes unless every entry matches.
 
         Raises:
             NNEFormatError: the file is not a valid ``.nne`` file, has no ``params`` group, or a
@@ -384,8 +386,8 @@ class Module:
         :class:`~nnjit.train.trainer.Trainer` that last laid this model out (the one that fit
         it), or, when there is none, of an internal ``Trainer(model)`` made on the first call:
         float32, no loss assumed (so raw outputs, never labels), seed 0 (it draws nothing from
-        :func:`nnjit.set_seed`'s generator). Dropout is off whatever ``model.training`` says,
-        which is left as it is. For class labels, probabilities, float64 or a loss, use
+        :func:`nnjit.set_seed`'s generator). Evaluation mode (dropout off, batch norm on its
+        running statistics) whatever ``model.training`` says, which is left as it is. For class labels, probabilities, float64 or a loss, use
         ``Trainer(model, loss=..., dtype=...).predict`` / ``predict_proba`` / ``evaluate``,
         which need no fit either. ``model(X)`` is the same call.
 

@@ -644,8 +644,8 @@ class Trainer:
 
         Needs no fit: the first call traces the model and lays it out for the parameters'
         current values (fresh initial weights, :meth:`Module.load_weights`,
-        :meth:`load_checkpoint`, or a fit). Dropout is off (evaluation), whatever
-        ``model.training`` says; it is not changed.
+        :meth:`load_checkpoint`, or a fit). Evaluation mode (dropout off, batch norm on its
+        running statistics), whatever ``model.training`` says; it is not changed.
 
         Args:
             X: ``(N, in_features)`` array, or a :class:`~nnjit.data.graph.Graph` /
@@ -703,7 +703,9 @@ class Trainer:
     def gradients(self, X, y=None) -> dict[str, np.ndarray]:
         """Loss gradients of every parameter on ``(X, y)`` as one batch (no update).
 
-        Dropout is active (training mode). Returns copies keyed by dotted parameter name.
+        Training mode, as a PyTorch forward after ``model.train()``: dropout is active and batch
+        norm normalises with the batch's statistics and updates its running ones. Returns copies
+        keyed by dotted parameter name (buffers take no gradient and are not listed).
         """
         if isinstance(X, Graph):  # y: the mask whose nodes the loss counts (default: all)
             loader = FullBatch(X, y)
