@@ -265,7 +265,7 @@ def _decode(image_module, path: Path, mode: str, height_width, where: str) -> np
             if height_width is not None and img.size != height_width[::-1]:
                 img = img.resize(height_width[::-1], image_module.Resampling.BILINEAR)
             return np.asarray(img, dtype=np.uint8)
-    except Exception as exc:  # (Pillow raises OSError, ValueError, SyntaxError...: all "unreadable")
+    except Exception as exc:  # (Pillow raises OSError, ValueError, SyntaxError...: unreadable)
         raise ValueError(f"{where}: cannot read image file {str(path)!r}: {exc}") from exc
 
 
