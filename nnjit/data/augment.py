@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nnjit.checks import Bool, Int
-from nnjit.engine.fields import L_AUG_SLOT, L_AUG_W
+from nnjit.engine.fields import (INPUT_COLUMNS, INPUT_ENTRY_WIDTH, INPUT_SLOT, L_AUG_SLOT, L_AUG_W,
+                                 LAYOUT_HEAD)
 
 # The layout's L_AUG_SLOT..L_AUG_W fields of a fit without augmentation.
 NO_AUGMENTATION = (-1, 0, 0, 0, 0, 0)
@@ -64,22 +65,24 @@ def check_augment(augment, image_dims, where: str) -> Augment | None:
     return augment
 
 
-def augmentation_fields(loader, input_slot: int, input_cols: int, input_dims=None) -> tuple:
-    """The layout's ``L_AUG_SLOT..L_AUG_W`` fields for a fit on ``loader`` whose model reads its
-    images from ``input_slot`` (``input_cols`` values per row, read as ``input_dims``: the traced
-    input's dims when known). :data:`NO_AUGMENTATION` when the loader does not augment."""
+def augmentation_fields(loader, layout: np.ndarray, input_dims=None) -> tuple:
+    """The ``L_AUG_SLOT..L_AUG_W`` fields of a program's ``layout`` vector for a fit on
+    ``loader``: augment the model's first input (its layout entry: slot and values per row),
+    whose rows must be the loader's images (read as ``input_dims`` when the traced input's
+    dims are known). :data:`NO_AUGMENTATION` when the loader does not augment."""
     augment = getattr(loader, "augment", None)
     if augment is None or not augment.active:
         return NO_AUGMENTATION
     C, H, W = loader.image_dims
-    if input_cols != C * H * W:
-        raise ValueError(f"fit: augment applies to the model's first input, which reads "
-                         f"{input_cols} values per sample, not the data's images of (C, H, W) = "
-                         f"{(C, H, W)}")
+    entry = layout[LAYOUT_HEAD : LAYOUT_HEAD + INPUT_ENTRY_WIDTH]
+    cols = int(entry[INPUT_COLUMNS])
+    if cols != C * H * W:
+        raise ValueError(f"fit: augment applies to the model's first input, which reads {cols} "
+                         f"values per sample, not the data's images of (C, H, W) = {(C, H, W)}")
     if input_dims is not None and len(input_dims) > 1 and tuple(input_dims) != (C, H, W):
         raise ValueError(f"fit: augment needs the model's first input to be the images "
                          f"(C, H, W) = {(C, H, W)}, but it reads its rows as {tuple(input_dims)}")
-    return (int(input_slot), augment.crop_padding, int(augment.horizontal_flip), C, H, W)
+    return (int(entry[INPUT_SLOT]), augment.crop_padding, int(augment.horizontal_flip), C, H, W)
 
 
 def set_augmentation(layout: np.ndarray, values) -> None:

@@ -358,7 +358,7 @@ class Trainer:
         Y = self._compile(data.X, data.targets, data.max_rows, "fit")
         program = self.program
         Xv, Yv = data.validation_arrays(program.output_cols, Y)
-        augmentation = augmentation_fields(data.train, program.input_slot, program.n_features)
+        augmentation = augmentation_fields(data.train, program.layout)
 
         # The plan becomes the compiled loop's settings; the run state starts (or continues).
         steps_per_epoch = plan.steps_per_epoch(len(data.train))

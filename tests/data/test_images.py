@@ -12,6 +12,7 @@ import pytest
 import nnjit as nn
 from nnjit.data import Augment, ImageDataset
 from nnjit.data.augment import NO_AUGMENTATION, augmentation_fields
+from nnjit.engine.fields import INPUT_COLUMNS, INPUT_SLOT, LAYOUT_HEAD, LAYOUT_WIDTH
 from nnjit.kernels import augment as ka
 
 # -- arrays ------------------------------------------------------------------------------------
@@ -73,18 +74,26 @@ def test_augment_arguments_are_checked():
         nn.DataLoader(ImageDataset(np.zeros((2, 2, 2)), [0, 1]), [0, 1])
 
 
+def _layout(slot, cols):
+    """A layout vector whose first input entry is (slot, first column 0, cols)."""
+    layout = np.zeros(LAYOUT_WIDTH, dtype=np.int64)
+    layout[LAYOUT_HEAD + INPUT_SLOT], layout[LAYOUT_HEAD + INPUT_COLUMNS] = slot, cols
+    return layout
+
+
 def test_augmentation_fields_check_the_model_input():
     ds = ImageDataset(np.zeros((4, 3, 5, 6)), [0, 1, 0, 1], augment=Augment(2, True))
     loader = nn.DataLoader(ds, batch_size=2)
-    assert augmentation_fields(loader, 7, 90) == (7, 2, 1, 3, 5, 6)
-    assert augmentation_fields(loader, 7, 90, (3, 5, 6)) == (7, 2, 1, 3, 5, 6)
+    assert augmentation_fields(loader, _layout(7, 90)) == (7, 2, 1, 3, 5, 6)
+    assert augmentation_fields(loader, _layout(7, 90), (3, 5, 6)) == (7, 2, 1, 3, 5, 6)
     with pytest.raises(ValueError, match=r"reads 12 values per sample.*\(C, H, W\) = \(3, 5, 6\)"):
-        augmentation_fields(loader, 7, 12)
+        augmentation_fields(loader, _layout(7, 12))
     with pytest.raises(ValueError, match=r"reads its rows as \(3, 6, 5\)"):
-        augmentation_fields(loader, 7, 90, (3, 6, 5))
-    assert augmentation_fields(nn.DataLoader(ds, augment=Augment()), 7, 90) == NO_AUGMENTATION
+        augmentation_fields(loader, _layout(7, 90), (3, 6, 5))
+    idle = nn.DataLoader(ds, augment=Augment())
+    assert augmentation_fields(idle, _layout(7, 90)) == NO_AUGMENTATION
     plain = nn.DataLoader(np.zeros((4, 90)), np.zeros(4))
-    assert augmentation_fields(plain, 7, 90) == NO_AUGMENTATION
+    assert augmentation_fields(plain, _layout(7, 90)) == NO_AUGMENTATION
 
 
 # -- folders -----------------------------------------------------------------------------------
