@@ -44,23 +44,32 @@ def shift_image(row, C, H, W, dy, dx):
 
     Destination rows are visited in the direction the source lies (ascending for dy > 0, so row
     y + dy is read before it is written); within a row (dy == 0 reads the row itself) columns
-    likewise by the sign of dx.
+    likewise by the sign of dx, and the zero fill comes after the copy. The loops have no
+    per-pixel test: each row is one straight copy of columns [x_lo, x_hi) and a fill.
     """
+    x_lo = max(0, -dx)  # the columns whose source x + dx is inside the image
+    x_hi = min(W, W - dx)
     y_first, y_stop, y_step = (0, H, 1) if dy >= 0 else (H - 1, -1, -1)
-    x_first, x_stop, x_step = (0, W, 1) if dx >= 0 else (W - 1, -1, -1)
     for c in range(C):
         plane = c * H * W
         for y in range(y_first, y_stop, y_step):
             dst = plane + y * W
             sy = y + dy
-            if sy < 0 or sy >= H:
+            if sy < 0 or sy >= H or x_lo >= x_hi:
                 for x in range(W):
                     row[dst + x] = 0.0
                 continue
-            src = plane + sy * W
-            for x in range(x_first, x_stop, x_step):
-                sx = x + dx
-                row[dst + x] = row[src + sx] if 0 <= sx < W else 0.0
+            src = plane + sy * W + dx
+            if dx >= 0:
+                for x in range(x_lo, x_hi):
+                    row[dst + x] = row[src + x]
+                for x in range(x_hi, W):
+                    row[dst + x] = 0.0
+            else:
+                for x in range(x_hi - 1, x_lo - 1, -1):
+                    row[dst + x] = row[src + x]
+                for x in range(x_lo):
+                    row[dst + x] = 0.0
 
 
 @jit
