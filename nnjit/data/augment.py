@@ -52,12 +52,12 @@ class Augment:
 
 
 def check_augment(augment, image_dims, where: str) -> Augment | None:
-    """``augment`` (an :class:`Augment` or None) checked for data whose rows are images of
-    ``image_dims`` ``(C, H, W)`` (None: not images). ``where`` names the caller."""
-    if augment is None:
+    """``augment`` (an :class:`Augment`, or None / False for none) checked for data whose rows
+    are images of ``image_dims`` ``(C, H, W)`` (None: not images). ``where`` names the caller."""
+    if augment is None or augment is False:
         return None
     if not isinstance(augment, Augment):
-        raise TypeError(f"{where}: augment must be an nnjit.data.Augment or None, got "
+        raise TypeError(f"{where}: augment must be an nnjit.data.Augment, None or False, got "
                         f"{type(augment).__name__}")
     if image_dims is None:
         raise ValueError(f"{where}: augment needs images: an ImageDataset or X of shape "

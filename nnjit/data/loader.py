@@ -30,7 +30,8 @@ class DataLoader:
         shuffle: reshuffle the rows every epoch (training only).
         drop_last: skip the short last batch.
         augment: an :class:`~nnjit.data.Augment` (random crop, horizontal flip) for the training
-            batches of image data (default: the ImageDataset's own; validation never augments).
+            batches of image data; None: the ImageDataset's own; False: none (validation never
+            augments).
 
     ``X`` may be an :class:`~nnjit.data.ImageDataset` (then without ``y``: it holds its labels).
     """

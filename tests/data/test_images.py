@@ -66,6 +66,10 @@ def test_augment_arguments_are_checked():
         Augment(crop_padding=1.5)
     with pytest.raises(ValueError, match="Augment: horizontal_flip must be"):
         Augment(horizontal_flip=1)
+    flipping = ImageDataset(np.zeros((2, 2, 2)), [0, 1], augment=Augment(horizontal_flip=True))
+    assert nn.DataLoader(flipping).augment == Augment(horizontal_flip=True)
+    assert nn.DataLoader(flipping, augment=False).augment is None
+    assert nn.DataLoader(flipping, augment=Augment(1)).augment == Augment(crop_padding=1)
     with pytest.raises(TypeError, match="augment must be an nnjit.data.Augment"):
         ImageDataset(np.zeros((1, 2, 2)), augment={"crop_padding": 1})
     with pytest.raises(ValueError, match="DataLoader: augment needs images"):
