@@ -14,5 +14,8 @@ from nnjit.ops.activations import (  # noqa: F401  (the public names of nn.funct
     tanh,
 )
 from nnjit.ops.dropout import dropout  # noqa: F401
+from nnjit.ops.embedding import embedding  # noqa: F401
+from nnjit.ops.joining import cat, concat  # noqa: F401
 
-__all__ = ["elu", "gelu", "leaky_relu", "relu", "selu", "sigmoid", "softplus", "tanh", "dropout"]
+__all__ = ["elu", "gelu", "leaky_relu", "relu", "selu", "sigmoid", "softplus", "tanh", "dropout",
+           "embedding", "cat", "concat"]
