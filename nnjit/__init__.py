@@ -11,6 +11,7 @@ from nnjit.data.full_batch import FullBatch as FullBatch
 from nnjit.data.graph import Graph as Graph
 from nnjit.data.loader import DataLoader as DataLoader
 from nnjit.data.neighbor_loader import NeighborLoader as NeighborLoader
+from nnjit.engine.status import BadInputError as BadInputError
 from nnjit.engine.status import TrainingDivergedError as TrainingDivergedError
 from nnjit.engine.status import UnknownOpcodeError as UnknownOpcodeError
 from nnjit.tape.tape import Tape as Tape
@@ -27,6 +28,7 @@ from nnjit.nn import (
     DenseLayer as DenseLayer,
     Dropout as Dropout,
     DropoutLayer as DropoutLayer,
+    Embedding as Embedding,
     GATConv as GATConv,
     GCNConv as GCNConv,
     LeakyReLU as LeakyReLU,
@@ -62,12 +64,14 @@ from nnjit.train.trainer import Trainer as Trainer
 
 __all__ = [
     "BCEWithLogitsLoss",
+    "BadInputError",
     "CrossEntropyLoss",
     "DataLoader",
     "DenseLayer",
     "Dropout",
     "DropoutLayer",
     "ELU",
+    "Embedding",
     "FullBatch",
     "GATConv",
     "GCNConv",

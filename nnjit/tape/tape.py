@@ -143,6 +143,8 @@ class Tensor(Symbolic):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         where = f"{self.tape.current_owner or 'view'}"
+        if len(shape) == 1 and self.cols == 1 and shape[0] in (-1, self.rows):
+            return Tensor(self.tape, self.slot, ())  # one value per row: shape (batch,)
         if len(shape) < 2:
             raise ValueError(f"{where}: view{shape}: give the batch dimension first, e.g. "
                              f"x.view(-1, {self.cols})")
