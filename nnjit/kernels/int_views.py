@@ -4,7 +4,8 @@ An integer slot (``SlotSpec.integer``: category indices) holds the bits of int32
 arena and of int64 in a float64 one. These views reinterpret a span of the arena as those
 integers (same width, no conversion), borrowed and untracked as :mod:`nnjit.kernels.views`'
 (valid only inside the compiled call, no bounds check). Copying any slot through them is a
-bitwise copy, so one kernel moves floats and integers alike.
+bitwise copy, so one kernel moves floats and integers alike. Slot-level forms:
+:func:`nnjit.tape.slot_views.int_slot_view`.
 """
 
 from numba import types
@@ -12,9 +13,6 @@ from numba.core import cgutils
 from numba.core.imputils import impl_ret_untracked
 from numba.extending import intrinsic
 from numba.np.arrayobj import make_array, populate_array
-
-from nnjit.kernels._jit import jit
-from nnjit.tape.arena import S_COLS, S_FLAGS, S_OFFSET, S_ROWS, SLOT_BATCH
 
 _INT_OF = {types.float32: types.int32, types.float64: types.int64}
 
@@ -59,17 +57,3 @@ def int_view2d(typingctx, buf, offset, rows, cols):
         return None
     sig = types.Array(kind, 2, "C")(buf, offset, rows, cols)
     return sig, lambda c, b, s, a: _int_view(c, b, s, a, 2)
-
-
-@jit
-def int_slot_view(buf, slots, s, batch_rows):
-    """2-D integer view of slot ``s`` (the current batch's rows for batch slots)."""
-    rows = batch_rows if slots[s, S_FLAGS] & SLOT_BATCH else slots[s, S_ROWS]
-    return int_view2d(buf, slots[s, S_OFFSET], rows, slots[s, S_COLS])
-
-
-@jit
-def int_slot_flat(buf, slots, s, batch_rows):
-    """1-D integer view of slot ``s``."""
-    rows = batch_rows if slots[s, S_FLAGS] & SLOT_BATCH else slots[s, S_ROWS]
-    return int_view1d(buf, slots[s, S_OFFSET], rows * slots[s, S_COLS])

@@ -11,7 +11,6 @@ negligible). Kernels: :mod:`nnjit.kernels.joining`.
 import numpy as np
 
 from nnjit.kernels import joining as kj
-from nnjit.kernels.int_views import int_slot_view
 from nnjit.ops.context import (
     CTX_GRADS,
     CTX_RECORDS,
@@ -25,7 +24,7 @@ from nnjit.ops.spec import OpSpec
 from nnjit.tape import tape as _tape
 from nnjit.tape.arena import S_COLS
 from nnjit.tape.records import ACCUMULATE, NEEDS_GRAD, R_AUX0, R_FLAGS, R_IN0, R_IN1, R_OUT
-from nnjit.tape.slot_views import slot_view
+from nnjit.tape.slot_views import int_slot_view, slot_view
 from nnjit.tape.tape import Tensor
 
 FIRST_OPCODE = 120

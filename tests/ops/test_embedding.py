@@ -8,11 +8,14 @@ the end-to-end table model at the bottom feeds them as an integer model input.
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
 import nnjit as nn
 from nnjit.engine.status import BadInputError
+from nnjit.nn import functional as F
 from nnjit.tape.tape import Tensor
 
 B, NUM, DIM = 6, 5, 3
@@ -150,3 +153,49 @@ def test_bad_arguments_name_the_layer():
 
     with pytest.raises(TypeError, match="Embedding 'cat_emb': expected an integer tensor"):
         _trainer(OnFloats()).predict_outputs(np.zeros((2, 1)))
+
+
+# -- end to end: a table with categorical columns (needs the multi-input API of the inputs work)
+_MULTI_INPUT = importlib.util.find_spec("nnjit.data.inputs") is not None
+
+
+class TableNet(nn.Module):
+    """An embedding per categorical column, joined with the numeric columns, then an MLP."""
+
+    def __init__(self, cardinalities, n_num, dim=3):
+        super().__init__()
+        self.emb0 = nn.Embedding(cardinalities[0], dim)
+        self.emb1 = nn.Embedding(cardinalities[1], dim, padding_idx=0)
+        self.hidden = nn.Linear(n_num + 2 * dim, 16)
+        self.out = nn.Linear(16, 2)
+
+    def forward(self, x_num, x_cat):
+        joined = F.cat([x_num, self.emb0(x_cat[:, 0]), self.emb1(x_cat[:, 1])], dim=1)
+        return self.out(F.relu(self.hidden(joined)))
+
+
+def _table(n, rng):
+    """Class 1 when the two categories' effects plus a little of x0 are positive."""
+    effects = (np.array([2.0, -2.0, 1.5, -1.0]), np.array([0.0, 1.0, -1.5, 2.0, -2.5, 0.5]))
+    x_cat = np.stack([rng.integers(0, 4, n), rng.integers(0, 6, n)], axis=1)
+    x_num = rng.normal(size=(n, 2))
+    logit = effects[0][x_cat[:, 0]] + effects[1][x_cat[:, 1]] + 0.5 * x_num[:, 0]
+    return x_num, x_cat, (logit > 0).astype(np.int64)
+
+
+@pytest.mark.xfail(not _MULTI_INPUT, strict=True,
+                   reason="needs DataLoader((X_num, X_cat), y) from the inputs work")
+def test_table_with_categorical_columns_trains_and_a_bad_category_names_its_layer():
+    rng = np.random.default_rng(0)
+    (xn, xc, y), (xn_t, xc_t, y_t) = _table(480, rng), _table(200, rng)
+    with nn.seeded(0):
+        model = TableNet((4, 6), 2)
+    trainer = nn.Trainer(model, nn.Adam(lr=0.02), nn.CrossEntropyLoss(), seed=0)
+    trainer.fit(nn.DataLoader((xn, xc), y, batch_size=32), epochs=12, verbose=False)
+    accuracy = float(np.mean(trainer.predict((xn_t, xc_t)) == y_t))
+    assert accuracy >= 0.93, accuracy  # the categories carry most of the signal
+    bad = xc_t.copy()
+    bad[57, 1] = 6
+    with pytest.raises(IndexError, match=r"layer 'emb1': embedding index 6 is out of range: "
+                                         r"valid indices are 0\.\.5 \(num_embeddings=6\)"):
+        trainer.predict((xn_t, bad))
