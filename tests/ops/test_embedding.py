@@ -70,6 +70,37 @@ def test_forward_and_weight_gradient_match_torch_with_duplicates_and_padding(pad
     assert model.emb.weight.shape == (NUM, DIM)
 
 
+class SharedTable(nn.Module):
+    """One table looked up twice: its gradient is the sum of both scatters."""
+
+    def __init__(self, first, second):
+        super().__init__()
+        self.first, self.second = first, second
+        self.emb = nn.Embedding(NUM, DIM, padding_idx=1)
+
+    def forward(self, x):
+        tape = x.tape
+        a = self.emb(tape.constant(self.first, "first", integer=True))
+        return a + self.emb(tape.constant(self.second, "second", integer=True))
+
+
+def test_a_table_shared_by_two_lookups_sums_both_gradients():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    first, second = rng.integers(0, NUM, (B, 2)), rng.integers(0, NUM, (B, 2))
+    with nn.seeded(1):
+        model = SharedTable(first, second)
+    Y = rng.normal(size=(B, 2 * DIM))
+    grads = _trainer(model).gradients(np.zeros((B, 1)), Y)
+    emb = torch.nn.Embedding(NUM, DIM, padding_idx=1).double()
+    with torch.no_grad():
+        emb.weight.copy_(torch.from_numpy(np.array(model.emb.weight.data, np.float64)))
+    out = emb(torch.from_numpy(first)) + emb(torch.from_numpy(second))
+    torch.nn.functional.mse_loss(out.reshape(B, -1), torch.from_numpy(Y)).backward()
+    np.testing.assert_allclose(grads["emb.weight"], emb.weight.grad.numpy(), rtol=1e-12,
+                               atol=1e-15)
+
+
 def test_padding_row_stays_zero_through_training_and_shapes_follow_torch():
     idx = np.array([[1, 0], [0, 0], [3, 1], [0, 4], [2, 2], [0, 1]])
     with nn.seeded(0):
