@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nnjit.dtypes import integer_dtype
 from nnjit.engine import compile_notice, fields
 from nnjit.engine import interpreter as it
 from nnjit.engine import status as st
@@ -157,7 +158,16 @@ class Program:
             compile_notice.watch(self._execute, build_name(self.families), _VALUES_ARG)
         for slot, init in tape.constants.items():  # data the ops read: sparse feature values
             off, rows, cols = (int(v) for v in self.slots[slot, [S_OFFSET, S_ROWS, S_COLS]])
-            self.values[off : off + rows * cols] = np.asarray(init, self.dtype).ravel()
+            span = self.values[off : off + rows * cols]
+            if slots[slot].integer:  # the integers' bits, never a float conversion
+                ints, kind = np.asarray(init).ravel(), integer_dtype(self.dtype)
+                if ints.size and not (np.iinfo(kind).min <= ints.min()
+                                      and ints.max() <= np.iinfo(kind).max):
+                    raise ValueError(f"constant '{slots[slot].name}': integers outside the "
+                                     f"{kind} range of a {self.dtype} arena")
+                span.view(kind)[:] = ints
+            else:
+                span[:] = np.asarray(init, self.dtype).ravel()
         tape.program = self
 
     # -- views ---------------------------------------------------------------------------------
@@ -168,6 +178,11 @@ class Program:
             rows = self.current_rows
         buf = self.grads if grad else self.values
         return buf[off : off + rows * cols].reshape(rows, cols)
+
+    def integer_view(self, slot: int) -> np.ndarray:
+        """:meth:`view` of an integer slot's values as the integers it holds (int32 in float32
+        arenas, int64 in float64 arenas)."""
+        return self.view(slot).view(integer_dtype(self.dtype))
 
     @property
     def params(self) -> np.ndarray:
@@ -234,6 +249,7 @@ class Program:
                     return status
                 continue
             if status != st.DONE:
+                self.current_rows = int(state[fields.ST_ROWS])  # (views show the failed batch)
                 st.raise_for_status(
                     int(status), int(where), int(state[fields.ST_EPOCH]), self,
                     restored=bool(state[fields.ST_RESTORED]),

@@ -10,6 +10,7 @@ from nnjit.nn.activation import Sigmoid as Sigmoid
 from nnjit.nn.activation import Softplus as Softplus
 from nnjit.nn.activation import Tanh as Tanh
 from nnjit.nn.dropout import Dropout as Dropout
+from nnjit.nn.embedding import Embedding as Embedding
 from nnjit.nn.gnn import GATConv as GATConv
 from nnjit.nn.gnn import GCNConv as GCNConv
 from nnjit.nn.gnn import MessagePassing as MessagePassing

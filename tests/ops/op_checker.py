@@ -154,7 +154,9 @@ class Case:
             elif self.is_features(k):
                 self.inputs.append(self.data.x.data.astype(np.float64).reshape(-1, 1))
             elif k in special:
-                value = np.asarray(special[k], np.float64)
+                value = np.asarray(special[k])  # integers (indices) stay integers: int_inputs
+                integer = k in getattr(spec, "int_inputs", ()) and value.dtype.kind in "iu"
+                value = value.astype(np.int64 if integer else np.float64)
                 if value.shape != tuple(shape):
                     raise OpCheckError(f"{spec.name}: sample_inputs gave input {k} shape "
                                        f"{value.shape}, the signature {spec.signature!r} says "
@@ -240,8 +242,8 @@ class Probe(nn.Module):
                 ins.append(features)  # the graph's sparse features (their non-zeros)
             elif hasattr(self, f"in{k}"):
                 ins.append(tape.parameter(getattr(self, f"in{k}"), f"in{k}"))
-            else:
-                ins.append(tape.constant(a, f"in{k}"))
+            else:  # an integer array: an integer slot (the spec lists it in int_inputs)
+                ins.append(tape.constant(a, f"in{k}", integer=a.dtype.kind in "iu"))
         return ins
 
     def forward(self, x, edges=None):
@@ -318,7 +320,8 @@ def _run(spec, case: Case) -> str:
     trainer = nn.Trainer(model, nn.SGD(lr=0.1), loss, dtype=np.float64, seed=0)
     if not case.loss:  # trace (no targets needed) to hold the op's output to the shape rule
         trainer.predict_outputs(X)
-        shape = model.op_output.shape
+        out = model.op_output  # its slot, (rows, cols), is what the signature describes
+        shape = (int(out.rows), out.cols)
         if shape != tuple(case.out_shape):
             raise OpCheckError(f"{spec.name}: output shape {shape}, the signature "
                                f"{spec.signature!r} says {tuple(case.out_shape)}")
