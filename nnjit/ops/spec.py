@@ -103,9 +103,11 @@ class OpSpec:
         recorder: records the op on the inputs' tape, ``recorder(*inputs, **hyper) -> Tensor``
             (the ``functional`` entry or ``Tensor`` operator; graph ops take the ``Edges`` first).
         hyper: names of the op's scalar parameters, in order: floats in the tape's hyper table
-            behind aux0, aux1... (activations, dropout); for graph ops the recorder's keyword
-            arguments that the reference takes too (``heads``, ``kind``).
-        sample_hyper: values of ``hyper`` the generic tests use.
+            behind aux0, aux1... (activations, dropout); for graph ops and ops with a geometry
+            ``block`` (pooling) the recorder's keyword arguments that the reference takes too
+            (``heads``, ``kind``, ``kernel_size``).
+        sample_hyper: values of ``hyper`` the generic tests use (a tuple: alternatives, the
+            gradient check draws one; other tests take the first).
         input_domain: (low, high) range of generated input values (away from poles).
         grad_inputs: indices of the inputs that take gradients (() = not differentiable).
         aux: meaning of each aux field the op uses, ``{"aux0": "...", ...}``.
@@ -118,6 +120,11 @@ class OpSpec:
         scratch: ``scratch(node, slots) -> int``: elements of the shared scratch span the op's
             kernels need (im2col buffers...), from its :class:`~nnjit.tape.tape.Node` and the
             tape's slot specs (batch slots sized for the largest batch); None: no scratch.
+        derive_dims: for ops whose output dims follow from their hyperparameters (a pool's
+            ``OH, OW`` from ``H, W``, kernel, stride, padding): ``derive_dims(dims, hyper) ->
+            dims``, from the named dims drawn for the signature (a dict) and the hyper values
+            (the recorder's keyword arguments) to the complete dims: the derived ones filled
+            in, input dims raised where the geometry needs more. None: every dim is free.
     """
 
     name: str
@@ -135,6 +142,7 @@ class OpSpec:
     sample_inputs: Callable | None = None
     int_inputs: tuple[int, ...] = ()
     scratch: Callable | None = None
+    derive_dims: Callable | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not re.fullmatch(r"[A-Z][A-Z0-9_]*", self.name):

@@ -14,9 +14,10 @@ from nnjit.engine.status import UnknownOpcodeError
 from nnjit.ops import OpFamily, OpSpec, dispatcher, parse_signature, registry
 from nnjit.ops.family import Registry
 from nnjit.ops.opcodes import BUILTIN_FAMILIES, SPECS, Opcode
-from nnjit.ops.spec import optional_inputs
+from nnjit.ops.spec import dim_names, optional_inputs
 from nnjit.tape import tape as tape_module
 from nnjit.tape.records import R_OPCODE
+from tests.ops.op_checker import as_rows, read_as
 
 ALL = sorted(registry.all_specs().items())
 
@@ -52,14 +53,20 @@ class Probe(nn.Module):
     def __init__(self, spec, arrays):
         super().__init__()
         self.spec = spec
-        self.n = len(arrays)
+        self.shapes = [a.shape for a in arrays]
         for k, a in enumerate(arrays):
-            setattr(self, f"p{k}", nn.Parameter(a))
+            setattr(self, f"p{k}", nn.Parameter(as_rows(a)))
 
     def forward(self, x):
-        ins = [x.tape.parameter(getattr(self, f"p{k}"), f"p{k}") for k in range(self.n)]
-        hyper = {h: self.spec.sample_hyper[h] for h in self.spec.hyper}
-        return self.spec.recorder(*ins, **hyper)
+        ins = [read_as(x.tape.parameter(getattr(self, f"p{k}"), f"p{k}"), shape)
+               for k, shape in enumerate(self.shapes)]
+        return self.spec.recorder(*ins, **first_hyper(self.spec))
+
+
+def first_hyper(spec) -> dict:
+    """The spec's sample hyperparameters, the first of each tuple of alternatives."""
+    return {h: v[0] if isinstance(v, tuple) else v
+            for h, v in ((h, spec.sample_hyper[h]) for h in spec.hyper)}
 
 
 DIMS = {"B": 3, "I": 2, "O": 4, "F": 3}
@@ -73,13 +80,17 @@ def test_the_family_dispatchers_handle_every_op(opcode, spec):
     """Forward and backward of the op run in the compiled loop (an op without its branch stops
     with UnknownOpcodeError), and its output has the signature's shape."""
     rng = np.random.default_rng(opcode)
-    in_shapes, out_shape = spec.shapes(DIMS)
+    dims = {name: DIMS.get(name, 4) for name in dim_names(spec.signature)}
+    if spec.derive_dims is not None:
+        dims = spec.derive_dims(dims, first_hyper(spec))
+    in_shapes, out_shape = spec.shapes(dims)
+    out_rows = (out_shape[0], int(np.prod(out_shape[1:])))  # an image (B, C, H, W) as rows
     arrays = [rng.uniform(0.1, 1.0, s) for s in in_shapes]
     model = Probe(spec, arrays)
     trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
     X = np.zeros((DIMS["B"], 1))
-    grads = trainer.gradients(X, np.zeros(out_shape))
-    assert trainer.predict_outputs(X).shape == out_shape
+    grads = trainer.gradients(X, np.zeros(out_rows))
+    assert trainer.predict_outputs(X).shape == out_rows
     for k in spec.grad_inputs:
         assert np.isfinite(grads[f"p{k}"]).all()
     # one past the family's block is no op of the family: the same program stops there
