@@ -14,5 +14,7 @@ from nnjit.ops.activations import (  # noqa: F401  (the public names of nn.funct
     tanh,
 )
 from nnjit.ops.dropout import dropout  # noqa: F401
+from nnjit.ops.pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
 
 __all__ = ["elu", "gelu", "leaky_relu", "relu", "selu", "sigmoid", "softplus", "tanh", "dropout"]
+__all__ += ["max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"]

@@ -37,8 +37,8 @@ from nnjit.ops.spec import OpSpec
 from nnjit.tape.records import ACCUMULATE, NEEDS_GRAD, R_AUX0, R_FLAGS, R_IN0, R_IN1, R_OUT
 from nnjit.tape.slot_views import slot_flat
 
-__all__ = ["FAMILY", "SPECS", "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d",
-           "pool_output_size"]
+__all__ = ["FAMILY", "SPECS", "adaptive_avg_pool2d", "adaptive_output", "avg_arguments",
+           "avg_pool2d", "max_pool2d", "pool_arguments", "pool_geometry", "pool_output_size"]
 
 FIRST_OPCODE = 90
 _MAXPOOL2D, _AVGPOOL2D, _ADAPTIVE_AVGPOOL2D = range(FIRST_OPCODE, FIRST_OPCODE + 3)
@@ -84,11 +84,11 @@ def _image(x, where: str) -> tuple[int, int, int]:
     return int(c), int(h), int(w)
 
 
-def pool_geometry(dims, where: str, kernel_size, stride=None, padding=0, dilation=1,
-                  ceil_mode=False) -> tuple[int, ...]:
-    """``(KH, KW, SH, SW, PH, PW, DH, DW, OH, OW)`` of a max or average pool over images of
-    ``dims`` (C, H, W), checked as PyTorch does (stride None = the kernel size, padding at
-    most half the kernel, an output of at least 1x1); ValueError naming the argument."""
+def pool_arguments(where: str, kernel_size, stride=None, padding=0, dilation=1,
+                   ceil_mode=False) -> tuple[int, ...]:
+    """``(KH, KW, SH, SW, PH, PW, DH, DW)`` of a max or average pool, checked as PyTorch does
+    (ints or (height, width) pairs, stride None = the kernel size, padding at most half the
+    kernel); ValueError naming the argument."""
     kh, kw = _pair(kernel_size, "kernel_size", where, 1)
     sh, sw = (kh, kw) if stride is None or stride == () else _pair(stride, "stride", where, 1)
     ph, pw = _pair(padding, "padding", where, 0)
@@ -97,15 +97,38 @@ def pool_geometry(dims, where: str, kernel_size, stride=None, padding=0, dilatio
         raise ValueError(f"{where}: ceil_mode must be True or False, got {ceil_mode!r}")
     if ph > kh // 2 or pw > kw // 2:
         raise ValueError(f"{where}: padding {(ph, pw)} must be at most half the kernel_size "
-                         f"{(kh, kw)} (PyTorch's rule: the padding is -inf or ignored)")
+                         f"{(kh, kw)} (PyTorch's rule)")
+    return kh, kw, sh, sw, ph, pw, dh, dw
+
+
+def pool_geometry(dims, where: str, kernel_size, stride=None, padding=0, dilation=1,
+                  ceil_mode=False) -> tuple[int, ...]:
+    """``(KH, KW, SH, SW, PH, PW, DH, DW, OH, OW)`` of a max or average pool over images of
+    ``dims`` (C, H, W): :func:`pool_arguments` and an output of at least 1x1."""
+    kh, kw, sh, sw, ph, pw, dh, dw = pool_arguments(where, kernel_size, stride, padding,
+                                                    dilation, ceil_mode)
     _, h, w = dims
     oh = pool_output_size(h, kh, sh, ph, dh, bool(ceil_mode))
     ow = pool_output_size(w, kw, sw, pw, dw, bool(ceil_mode))
     if oh < 1 or ow < 1:
         raise ValueError(f"{where}: kernel_size {(kh, kw)} with dilation {(dh, dw)} and padding "
-                         f"{(ph, pw)} does not fit images of {h}x{w}: output would be "
-                         f"{oh}x{ow}")
+                         f"{(ph, pw)} does not fit images of {h}x{w} (the output would be "
+                         f"{oh}x{ow})")
     return kh, kw, sh, sw, ph, pw, dh, dw, oh, ow
+
+
+def avg_arguments(where: str, count_include_pad=True, divisor_override=None) -> tuple[int, int]:
+    """``(COUNT_INCLUDE_PAD, DIVISOR)`` of an average pool (0/1, and 0 for no override)."""
+    if not isinstance(count_include_pad, (bool, np.bool_)):
+        raise ValueError(f"{where}: count_include_pad must be True or False, got "
+                         f"{count_include_pad!r}")
+    if divisor_override is None:
+        return int(count_include_pad), 0
+    if (isinstance(divisor_override, bool) or not isinstance(divisor_override, (int, np.integer))
+            or divisor_override < 1):
+        raise ValueError(f"{where}: divisor_override must be None or an int >= 1, got "
+                         f"{divisor_override!r}")
+    return int(count_include_pad), int(divisor_override)
 
 
 def adaptive_output(output_size, dims, where: str) -> tuple[int, int]:
@@ -151,18 +174,10 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
     c, h, w = _image(x, where)
     kh, kw, sh, sw, ph, pw, _, _, oh, ow = pool_geometry(
         (c, h, w), where, kernel_size, stride, padding, 1, ceil_mode)
-    if not isinstance(count_include_pad, (bool, np.bool_)):
-        raise ValueError(f"{where}: count_include_pad must be True or False, got "
-                         f"{count_include_pad!r}")
-    if divisor_override is not None and (
-            isinstance(divisor_override, bool) or not isinstance(divisor_override, (int, np.integer))
-            or divisor_override < 1):
-        raise ValueError(f"{where}: divisor_override must be None or an int >= 1, got "
-                         f"{divisor_override!r}")
-    divisor = 0 if divisor_override is None else int(divisor_override)
+    include_pad, divisor = avg_arguments(where, count_include_pad, divisor_override)
     return x.tape.record(_AVGPOOL2D, [x], x.rows, c * oh * ow,
-                         block=(c, h, w, oh, ow, kh, kw, sh, sw, ph, pw, 1, 1,
-                                int(bool(count_include_pad)), divisor),
+                         block=(c, h, w, oh, ow, kh, kw, sh, sw, ph, pw, 1, 1, include_pad,
+                                divisor),
                          out_dims=(c, oh, ow))
 
 
