@@ -188,6 +188,30 @@ def test_max_pool_ties_send_the_gradient_to_the_first_maximum_as_torch(stride):
     assert np.count_nonzero(grad[0, 0]) < grad[0, 0].size  # one winner per window
 
 
+class TwoPools(nn.Module):
+    """max_pool2d(x) + avg_pool2d(x): x's gradient is written by one pool, added by the other."""
+
+    def __init__(self, **kw):
+        super().__init__()
+        self.kw = kw
+
+    def forward(self, x):
+        return F.max_pool2d(x, **self.kw) + F.avg_pool2d(x, **self.kw)
+
+
+@pytest.mark.parametrize("side", [8, 7])  # 2x2 windows tile the image, or leave an edge
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1)],
+                         ids=["2x2", "3x3"])
+def test_two_pools_of_one_input_add_up_its_gradient_as_torch(side, kw):
+    torch = import_torch()
+    images = np.random.default_rng(side).normal(size=(3, 2, side, side))
+
+    def fn(x):
+        return torch.nn.functional.max_pool2d(x, **kw) + torch.nn.functional.avg_pool2d(x, **kw)
+
+    assert_parity(TwoPools(**kw), fn, images)
+
+
 def test_functional_forms_record_the_same_ops_as_the_layers():
     images = np.random.default_rng(3).normal(size=(2, 3, 6, 6))
 
@@ -305,8 +329,8 @@ def test_flatten_reads_each_sample_as_one_row_without_an_op():
         def forward(self, x):
             return self.flatten(self.fc(x).view(-1, 4, 4, 4))
 
-    with pytest.raises(ValueError, match=r"Flatten 'flatten': end_dim=2 on shape \(batch\(5\), 4, 4, 4\) "
-                                         "is not supported"):
+    with pytest.raises(ValueError, match=r"Flatten 'flatten': end_dim=2 on shape "
+                                         r"\(batch\(5\), 4, 4, 4\) is not supported"):
         nn.Trainer(Partial(), dtype=DTYPE).predict_outputs(np.ones((5, 64)))
 
 
