@@ -153,8 +153,9 @@ def test_avg_pool2d_matches_torch_forward_and_gradients(data):
 
 
 @settings(max_examples=25, deadline=None)
-@given(data=st.data(), output_size=st.one_of(st.integers(1, 5),
-                                             st.tuples(st.integers(1, 5), st.integers(1, 5))))
+@given(data=st.data(), output_size=st.one_of(
+    st.integers(1, 5), st.tuples(st.integers(1, 5), st.integers(1, 5)),
+    st.tuples(st.none(), st.integers(1, 5))))  # None keeps the input's height
 def test_adaptive_avg_pool2d_matches_torch_forward_and_gradients(data, output_size):
     torch = import_torch()
     images = images_of(data)
