@@ -414,3 +414,11 @@ def test_digits_fit_with_pooling_lowers_its_loss_without_allocating_per_epoch():
 
     two, six = count_allocations(fit, repeats=(2, 6))
     assert six == two, f"{six - two} NRT allocations over 4 extra epochs"
+
+
+def test_save_onnx_of_a_pooling_model_names_the_layer_and_the_op(tmp_path):
+    pytest.importorskip("onnx")
+    with pytest.raises(NotImplementedError, match=r"layer 'pool' \(MaxPool2d\) records the op "
+                                                  "MAXPOOL2D, which has no ONNX export"):
+        ResidualPoolNet().save_onnx(tmp_path / "net.onnx")
+    assert not (tmp_path / "net.onnx").exists()
