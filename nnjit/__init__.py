@@ -9,6 +9,7 @@ from nnjit import datasets as datasets
 from nnjit import export as export  # (registers Module.save_onnx and the safetensors methods)
 from nnjit.data.full_batch import FullBatch as FullBatch
 from nnjit.data.graph import Graph as Graph
+from nnjit.data.images import ImageDataset as ImageDataset
 from nnjit.data.loader import DataLoader as DataLoader
 from nnjit.data.neighbor_loader import NeighborLoader as NeighborLoader
 from nnjit.engine.status import TrainingDivergedError as TrainingDivergedError
@@ -46,6 +47,9 @@ from nnjit.nn import (
     TanhLayer as TanhLayer,
     functional as functional,
 )
+from nnjit.nn import BatchNorm1d as BatchNorm1d  # (issue 13: normalization)
+from nnjit.nn import BatchNorm2d as BatchNorm2d
+from nnjit.nn import LayerNorm as LayerNorm
 from nnjit.optim import SGD as SGD
 from nnjit.optim import Adam as Adam
 from nnjit.optim import AdamW as AdamW
@@ -61,6 +65,9 @@ from nnjit.train.trainer import JITCompiler as JITCompiler
 from nnjit.train.trainer import Trainer as Trainer
 
 __all__ = [
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "LayerNorm",
     "BCEWithLogitsLoss",
     "CrossEntropyLoss",
     "DataLoader",
@@ -73,6 +80,7 @@ __all__ = [
     "GCNConv",
     "GELU",
     "Graph",
+    "ImageDataset",
     "SAGEConv",
     "JITCompiler",
     "L2Regularizer",

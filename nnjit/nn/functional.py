@@ -18,3 +18,6 @@ from nnjit.ops.pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noq
 
 __all__ = ["elu", "gelu", "leaky_relu", "relu", "selu", "sigmoid", "softplus", "tanh", "dropout"]
 __all__ += ["max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"]
+from nnjit.ops.normalization import batch_norm, layer_norm  # noqa: E402,F401
+
+__all__ += ["batch_norm", "layer_norm"]

@@ -50,9 +50,10 @@ def test_every_registered_op_is_complete(opcode, spec):
 class Probe(nn.Module):
     """Applies one op's recorder to parameters shaped by its signature."""
 
-    def __init__(self, spec, arrays):
+    def __init__(self, spec, arrays, dims=None):
         super().__init__()
         self.spec = spec
+        self.dims = dims or {}
         self.shapes = [a.shape for a in arrays]
         for k, a in enumerate(arrays):
             setattr(self, f"p{k}", nn.Parameter(as_rows(a)))
@@ -60,13 +61,14 @@ class Probe(nn.Module):
     def forward(self, x):
         ins = [read_as(x.tape.parameter(getattr(self, f"p{k}"), f"p{k}"), shape)
                for k, shape in enumerate(self.shapes)]
-        return self.spec.recorder(*ins, **first_hyper(self.spec))
+        return self.spec.recorder(*ins, **sample_hyper(self.spec, self.dims))
 
 
-def first_hyper(spec) -> dict:
-    """The spec's sample hyperparameters, the first of each tuple of alternatives."""
-    return {h: v[0] if isinstance(v, tuple) else v
-            for h, v in ((h, spec.sample_hyper[h]) for h in spec.hyper)}
+def sample_hyper(spec, dims) -> dict:
+    """The spec's sample hyperparameters: one named after a dim takes its value (as in
+    tests/ops/op_checker.py), a tuple of alternatives its first."""
+    hyper = {h: dims.get(h, spec.sample_hyper[h]) for h in spec.hyper}
+    return {h: v[0] if isinstance(v, tuple) else v for h, v in hyper.items()}
 
 
 DIMS = {"B": 3, "I": 2, "O": 4, "F": 3}
@@ -80,13 +82,13 @@ def test_the_family_dispatchers_handle_every_op(opcode, spec):
     """Forward and backward of the op run in the compiled loop (an op without its branch stops
     with UnknownOpcodeError), and its output has the signature's shape."""
     rng = np.random.default_rng(opcode)
-    dims = {name: DIMS.get(name, 4) for name in dim_names(spec.signature)}
-    if spec.derive_dims is not None:
-        dims = spec.derive_dims(dims, first_hyper(spec))
+    dims = {n: DIMS.get(n, 2) for n in dim_names(spec.signature)}  # (other dims: 2)
+    if spec.derive_dims is not None:  # output dims that follow from the geometry (pools)
+        dims = spec.derive_dims(dims, sample_hyper(spec, dims))
     in_shapes, out_shape = spec.shapes(dims)
     out_rows = (out_shape[0], int(np.prod(out_shape[1:])))  # an image (B, C, H, W) as rows
     arrays = [rng.uniform(0.1, 1.0, s) for s in in_shapes]
-    model = Probe(spec, arrays)
+    model = Probe(spec, arrays, dims)
     trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
     X = np.zeros((DIMS["B"], 1))
     grads = trainer.gradients(X, np.zeros(out_rows))
