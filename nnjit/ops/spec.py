@@ -110,9 +110,11 @@ class OpSpec:
         recorder: records the op on the inputs' tape, ``recorder(*inputs, **hyper) -> Tensor``
             (the ``functional`` entry or ``Tensor`` operator; graph ops take the ``Edges`` first).
         hyper: names of the op's scalar parameters, in order: floats in the tape's hyper table
-            behind aux0, aux1... (activations, dropout); for graph ops the recorder's keyword
-            arguments that the reference takes too (``heads``, ``kind``).
-        sample_hyper: values of ``hyper`` the generic tests use.
+            behind aux0, aux1... (activations, dropout); for graph ops and ops with a geometry
+            ``block`` (pooling) the recorder's keyword arguments that the reference takes too
+            (``heads``, ``kind``, ``kernel_size``).
+        sample_hyper: values of ``hyper`` the generic tests use (a tuple: alternatives, the
+            gradient check draws one; other tests take the first).
         input_domain: (low, high) range of generated input values (away from poles).
         grad_inputs: indices of the inputs that take gradients (() = not differentiable).
         aux: meaning of each aux field the op uses, ``{"aux0": "...", ...}``.
@@ -129,6 +131,11 @@ class OpSpec:
             record ``i`` after its kernel reported it (``nnjit.ops.report_bad_input``), e.g. the
             out-of-range index and the valid range; it may read the record's input slots
             (``program.view``: the batch that failed is still loaded).
+        derive_dims: for ops whose output dims follow from their hyperparameters (a pool's
+            ``OH, OW`` from ``H, W``, kernel, stride, padding): ``derive_dims(dims, hyper) ->
+            dims``, from the named dims drawn for the signature (a dict) and the hyper values
+            (the recorder's keyword arguments) to the complete dims: the derived ones filled
+            in, input dims raised where the geometry needs more. None: every dim is free.
     """
 
     name: str
@@ -147,6 +154,7 @@ class OpSpec:
     int_inputs: tuple[int, ...] = ()
     scratch: Callable | None = None
     bad_input: Callable | None = None
+    derive_dims: Callable | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not re.fullmatch(r"[A-Z][A-Z0-9_]*", self.name):

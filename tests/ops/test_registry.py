@@ -17,6 +17,7 @@ from nnjit.ops.opcodes import BUILTIN_FAMILIES, SPECS, Opcode
 from nnjit.ops.spec import dim_names, optional_inputs
 from nnjit.tape import tape as tape_module
 from nnjit.tape.records import R_OPCODE
+from tests.ops.op_checker import as_rows, read_as
 
 ALL = sorted(registry.all_specs().items())
 
@@ -50,19 +51,27 @@ class Probe(nn.Module):
     """Applies one op's recorder to parameters shaped by its signature (integer arrays, an
     ``int_inputs`` input's sample, as integer constants)."""
 
-    def __init__(self, spec, arrays, hyper):
+    def __init__(self, spec, arrays, dims=None):
         super().__init__()
         self.spec = spec
+        self.dims = dims or {}
         self.arrays = arrays
-        self.hyper = hyper
         for k, a in enumerate(arrays):
             if a.dtype.kind == "f":
-                setattr(self, f"p{k}", nn.Parameter(a))
+                setattr(self, f"p{k}", nn.Parameter(as_rows(a)))
 
     def forward(self, x):
-        ins = [x.tape.parameter(getattr(self, f"p{k}"), f"p{k}") if a.dtype.kind == "f"
-               else x.tape.constant(a, f"c{k}", integer=True) for k, a in enumerate(self.arrays)]
-        return self.spec.recorder(*ins, **self.hyper)
+        ins = [read_as(x.tape.parameter(getattr(self, f"p{k}"), f"p{k}"), a.shape)
+               if a.dtype.kind == "f" else x.tape.constant(a, f"c{k}", integer=True)
+               for k, a in enumerate(self.arrays)]
+        return self.spec.recorder(*ins, **sample_hyper(self.spec, self.dims))
+
+
+def sample_hyper(spec, dims) -> dict:
+    """The spec's sample hyperparameters: one named after a dim takes its value (as in
+    tests/ops/op_checker.py), a tuple of alternatives its first."""
+    hyper = {h: dims.get(h, spec.sample_hyper[h]) for h in spec.hyper}
+    return {h: v[0] if isinstance(v, tuple) else v for h, v in hyper.items()}
 
 
 DIMS = {"B": 3, "I": 2, "O": 4, "F": 3}
@@ -78,15 +87,18 @@ def test_the_family_dispatchers_handle_every_op(opcode, spec):
     with UnknownOpcodeError), and its output has the signature's shape."""
     rng = np.random.default_rng(opcode)
     dims = {name: DIMS.get(name, OTHER_DIM) for name in dim_names(spec.signature)}
+    if spec.derive_dims is not None:  # output dims that follow from the geometry (pools)
+        dims = spec.derive_dims(dims, sample_hyper(spec, dims))
     in_shapes, out_shape = spec.shapes(dims)
+    out_rows = (out_shape[0], int(np.prod(out_shape[1:])))  # an image (B, C, H, W) as rows
     special = spec.sample_inputs(rng, dims) if spec.sample_inputs is not None else {}
     arrays = [np.asarray(special[k]) if k in special and k in spec.int_inputs
               else rng.uniform(0.1, 1.0, s) for k, s in enumerate(in_shapes)]
-    model = Probe(spec, arrays, {h: dims.get(h, spec.sample_hyper[h]) for h in spec.hyper})
+    model = Probe(spec, arrays, dims)
     trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
     X = np.zeros((DIMS["B"], 1))
-    grads = trainer.gradients(X, np.zeros(out_shape))
-    assert trainer.predict_outputs(X).shape == out_shape
+    grads = trainer.gradients(X, np.zeros(out_rows))
+    assert trainer.predict_outputs(X).shape == out_rows
     for k in spec.grad_inputs:
         assert np.isfinite(grads[f"p{k}"]).all()
     # one past the family's block is no op of the family: the same program stops there
