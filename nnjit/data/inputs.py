@@ -73,7 +73,7 @@ class Inputs:
             arrays.append(check_input(a, self.name(i)))
         rows = [len(a) for a in arrays]
         if len(set(rows)) > 1:
-            sizes = ", ".join(f"{self.name(i)}: {n}" for i, n in enumerate(rows))
+            sizes = ", ".join(f"X[{i}]: {n}" for i, n in enumerate(rows))
             raise ValueError(f"{where}: the inputs have different numbers of rows ({sizes})")
         self.arrays = tuple(arrays)
         self.specs = tuple(InputSpec(tuple(int(d) for d in a.shape[1:]), a.dtype.kind in "iu")

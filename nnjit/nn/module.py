@@ -343,24 +343,28 @@ class Module:
             trainer = provider("inference_trainer", f"{type(self).__name__}.predict")(self)
         return trainer
 
-    def summary(self, input_shape=None, *, graph=None) -> None:
+    def summary(self, input_shape=None, *, graph=None, dtypes=None) -> None:
         """Print a table of the layers (Keras' ``model.summary()``): each module's dotted path,
         type, output shape (``None`` is the batch dimension) and parameter count (its
         sub-modules' included, so a container's row repeats its layers'), then the totals.
         :meth:`summary_str` returns the same text.
 
         Args:
-            input_shape: the input width (an int, or a shape whose last entry is the width);
-                by default the first layer's ``in_features`` (``in_channels`` for graph
-                layers).
+            input_shape: the input width (an int), a shape ``(None, *dims)`` (``(None, 1, 28,
+                28)`` for images; the batch entry is ignored), or a tuple of shapes, one per
+                input of ``forward`` (``((None, 4), (None, 2))``); by default the inputs the
+                model was laid out for, else the first layer's ``in_features``
+                (``in_channels`` for graph layers).
             graph: for graph models, the :class:`~nnjit.data.graph.Graph` to trace on (output
                 shapes need it; without it, the table shows parameter counts only).
+            dtypes: one dtype per input (as torchinfo's): an integer dtype traces an integer
+                input (indices for an ``Embedding``); floats by default.
         """
-        print(self.summary_str(input_shape, graph=graph))
+        print(self.summary_str(input_shape, graph=graph, dtypes=dtypes))
 
-    def summary_str(self, input_shape=None, *, graph=None) -> str:
+    def summary_str(self, input_shape=None, *, graph=None, dtypes=None) -> str:
         """The table :meth:`summary` prints, as a string."""
-        return summary_table(self, input_shape, graph)
+        return summary_table(self, input_shape, graph, dtypes)
 
     # -- display -------------------------------------------------------------------------------
     def extra_repr(self) -> str:

@@ -795,27 +795,35 @@ _INFERENCE_BATCH = 256  # the largest batch a layout made for inference holds
 
 def _check_forward_arity(model: Module, n_inputs: int, where: str) -> None:
     """Data with ``n_inputs`` arrays must match the positional arguments of ``forward``."""
+    cls = type(model)
+    names, required, varargs = _FORWARD_ARGS.get(cls) or _forward_args(cls)
+    if varargs or required <= n_inputs <= len(names):
+        return
+    takes = required if required == len(names) else f"{required} to {len(names)}"
+    given = "one array" if n_inputs == 1 else f"{n_inputs} arrays"
+    raise ValueError(f"{where}: {cls.__name__}.forward({', '.join(names)}) takes {takes} input"
+                     f"{'' if takes == 1 else 's'}, the data has {given} (pass a tuple of "
+                     "arrays, one per input, in forward's order)")
+
+
+_FORWARD_ARGS: dict[type, tuple] = {}  # (a trace checks it once; inspect costs ~20 us)
+
+
+def _forward_args(cls: type) -> tuple:
+    """``(positional names, how many are required, takes *args)`` of ``cls.forward``, after
+    ``self`` (and the seed engine's ``tape``)."""
     import inspect
 
     from nnjit.nn.module import _takes_tape
 
-    cls = type(model)
     params = list(inspect.signature(cls.forward).parameters.values())[1:]  # (self)
     if _takes_tape(cls):
         params = params[1:]
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = [p for p in positional if p.default is p.empty]
-    if len(required) <= n_inputs <= len(positional):
-        return
-    takes = len(required) if len(required) == len(positional) else (
-        f"{len(required)} to {len(positional)}")
-    names = ", ".join(p.name for p in positional)
-    given = "one array" if n_inputs == 1 else f"{n_inputs} arrays"
-    raise ValueError(f"{where}: {cls.__name__}.forward({names}) takes {takes} input"
-                     f"{'' if takes == 1 else 's'}, the data has {given} (pass a tuple of "
-                     "arrays, one per input, in forward's order)")
+    args = _FORWARD_ARGS[cls] = (
+        tuple(p.name for p in positional), sum(p.default is p.empty for p in positional),
+        any(p.kind is p.VAR_POSITIONAL for p in params))
+    return args
 
 
 def _refuse_graph_model(model: Module, what: str) -> None:
