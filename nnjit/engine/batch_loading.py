@@ -54,8 +54,9 @@ def load_columns(src, perm, use_perm, start, rows, first, dst):
     cols = d.shape[1]
     for r in range(rows):
         k = perm[start + r] if use_perm else start + r
+        row = s[k, first : first + cols]  # (``s[k, first + j]`` may be negative: not vectorised)
         for j in range(cols):
-            d[r, j] = s[k, first + j]
+            d[r, j] = row[j]
 
 
 @jit(inline="always")
