@@ -18,8 +18,6 @@ cast it with ``X.astype(np.float32)`` to feed it to float layers, as in PyTorch.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from nnjit.checks import Int

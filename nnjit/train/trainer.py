@@ -151,6 +151,8 @@ class Trainer:
             with tape.recording():
                 out = self.model(features, edges)
         else:
+            if any(module.takes_edges for _, module in self._modules):
+                _refuse_graph_model(self.model, where)  # (before forward's arity, which misleads)
             _check_forward_arity(self.model, len(specs), where)
             xs = tuple(tape.input(spec.cols, "input" if len(specs) == 1 else f"input{i}",
                                   dims=spec.dims if len(spec.dims) > 1 else None,

@@ -135,6 +135,19 @@ def test_bad_tuples_name_the_input():
                                          r"features, got a tuple of 2"):
         nn.Graph.from_arrays((X, X), np.array([[0, 1], [1, 2]]), y)
 
+    class Gnn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.GCNConv(5, 3)
+
+        def forward(self, x, edge_index):
+            return self.conv(x, edge_index)
+
+    # graph models take a Graph: a tuple of arrays is not read as (features, edges)
+    with pytest.raises(ValueError, match=r"^fit: Gnn is a graph model \(layer GCNConv 'conv'\); "
+                                         r"pass the Graph"):
+        nn.Trainer(Gnn()).fit(((X, X), y), epochs=1, verbose=False)
+
 
 class ImageNet(nn.Module):
     """Records the shape its forward receives; flattens it into a Linear."""
