@@ -17,11 +17,18 @@ from nnjit.engine.fields import (
     INPUT_ENTRY_WIDTH,
     INPUT_FIRST_COLUMN,
     INPUT_SLOT,
+    L_AUG_C,
+    L_AUG_FLIP,
+    L_AUG_H,
+    L_AUG_PAD,
+    L_AUG_SLOT,
+    L_AUG_W,
     L_N_INPUTS,
     L_TARGET,
     LAYOUT_HEAD,
 )
 from nnjit.kernels._jit import jit
+from nnjit.kernels.augment import augment_rows
 from nnjit.tape.slot_views import slot_view
 
 
@@ -74,4 +81,10 @@ def load_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, s
     if with_targets:
         load_batch(src_y, perm, use_perm, start, rows,
                    slot_view(values, slots, layout[L_TARGET], rows))
+    # Augmentation (random crop, flip) of a fit's training batches only: use_perm is True exactly
+    # for those (never validation, evaluate, predict or gradients); Python sets L_AUG_* per fit.
+    if use_perm and layout[L_AUG_SLOT] >= 0:
+        augment_rows(slot_view(values, slots, layout[L_AUG_SLOT], rows), rows, layout[L_AUG_C],
+                     layout[L_AUG_H], layout[L_AUG_W], layout[L_AUG_PAD], layout[L_AUG_FLIP] != 0,
+                     rng)
     return rows

@@ -16,8 +16,10 @@ import numpy as np
 
 from nnjit.checks import Int
 from nnjit.data.adapt import FitData, GraphInput, as_loader, empty_rows, with_validation
+from nnjit.data.augment import NO_AUGMENTATION, augmentation_fields, set_augmentation
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
+from nnjit.data.images import ImageDataset
 from nnjit.data.inputs import InputSpec, Inputs, spec_mismatch
 from nnjit.data.loader import DataLoader
 from nnjit.dtypes import DEFAULT_DTYPE, SUPPORTED_DTYPES
@@ -369,6 +371,7 @@ class Trainer:
         Y = self._compile(data.specs, data.targets, data.max_rows, "fit", inputs=data.train.inputs)
         program = self.program
         Xv, Yv = data.validation_arrays(program.output_cols, Y)
+        augmentation = augmentation_fields(data.train, program.layout, program.input_specs[0].dims)
 
         # The plan becomes the compiled loop's settings; the run state starts (or continues).
         steps_per_epoch = plan.steps_per_epoch(len(data.train))
@@ -389,7 +392,11 @@ class Trainer:
                             self._empty(1), self._batch_log)
 
         self._begin_callbacks(plan, carried)
-        status, interrupted = self._run(plan, arrays, training, history, stop)
+        set_augmentation(program.layout, augmentation)  # this fit's training batches only
+        try:
+            status, interrupted = self._run(plan, arrays, training, history, stop)
+        finally:
+            set_augmentation(program.layout, NO_AUGMENTATION)
         return self._end_fit(plan, status, interrupted)
 
     def _start_run_state(self, plan: FitPlan, steps_per_epoch: int, plateau: np.ndarray):
@@ -588,12 +595,15 @@ class Trainer:
 
     def _inference_input(self, data, what: str, targets=None) -> np.ndarray:
         """``data`` (an array, a tuple of arrays (one per input), their checked
-        :class:`~nnjit.data.inputs.Inputs`, a Graph or a FullBatch) as the batch input in the
-        arena dtype, with the model laid out for it if it is not yet; ``targets(n_outputs)``,
-        when given, sets the target width of a first layout (evaluate)."""
+        :class:`~nnjit.data.inputs.Inputs`, an ImageDataset, a Graph or a FullBatch) as the
+        batch input in the arena dtype, with the model laid out for it if it is not yet;
+        ``targets(n_outputs)``, when given, sets the target width of a first layout
+        (evaluate)."""
         graph_x = self._graph_features(data, what)
         if graph_x is not None:
             return graph_x
+        if isinstance(data, ImageDataset):  # (its labels are not an input)
+            data = data.images
         inputs = data if isinstance(data, Inputs) else Inputs(data, f"{what}: X")
         if self.program is None:
             self._use_graph(None)
