@@ -227,3 +227,20 @@ def test_summary_with_a_tuple_of_shapes_and_export_refuses_several_inputs(tmp_pa
     with pytest.raises(NotImplementedError, match=r"TwoBranch.forward\(x_num, x_more\) takes 2 "
                                                   r"inputs"):
         TwoBranch().save_onnx(tmp_path / "m.onnx", input_shape=(None, 5))
+
+
+def test_zero_nrt_allocations_per_epoch_with_several_inputs():
+    from tests.helpers import count_allocations
+
+    rng = np.random.default_rng(0)
+    x, idx = rng.normal(size=(40, 2)), rng.integers(-5, 5, (40, 2))
+    trainer = nn.Trainer(WithIndices(), loss=nn.MSELoss(), dtype=F64)
+    loader = nn.DataLoader((x, idx), x, batch_size=8)
+
+    def fit(epochs):
+        trainer.fit(loader, epochs=epochs, val=((x, idx), x), verbose=False,
+                    n_iter_no_change=None)
+
+    fit(1)
+    two, twelve = count_allocations(fit, repeats=(2, 12))
+    assert twelve == two, f"{twelve - two} NRT allocations over 10 extra epochs"
