@@ -115,6 +115,8 @@ def test_bad_tuples_name_the_input():
         nn.DataLoader((X[:, :3], X[:-1, 3:]), y)
     with pytest.raises(ValueError, match=r"^DataLoader: X\[0\] is empty \(0 samples\)"):
         nn.DataLoader((X[:0, :3], X[:0, 3:]), y[:0])
+    kinds = nn.DataLoader((X, X > 0, (X * 4).astype(np.int16)), y).input_specs
+    assert [spec.integer for spec in kinds] == [False, False, True]  # (bool is a float input)
     with pytest.raises(ValueError, match=r"^DataLoader: X is an empty tuple"):
         nn.DataLoader((), y)
     with pytest.raises(ValueError, match=r"^DataLoader: X\[1\] must be 2-D .*a column of indices "
@@ -220,6 +222,12 @@ def test_summary_with_a_tuple_of_shapes_and_export_refuses_several_inputs(tmp_pa
     assert "(None, 6)" in text and "(None, 3)" in text
     _, _, t2, _, _, _ = fitted
     assert "Input: (None, 3) float, (None, 2) float" in t2.model.summary_str()  # (as laid out)
+    pytest.importorskip("safetensors")
+    t2.model.save_safetensors(tmp_path / "m.safetensors")  # (weights only: any inputs)
+    loaded = TwoBranch()
+    loaded.load_safetensors(tmp_path / "m.safetensors")
+    for name, value in t2.model.state_dict().items():
+        np.testing.assert_allclose(loaded.state_dict()[name], value, rtol=1e-6)
     pytest.importorskip("onnx")
     with pytest.raises(NotImplementedError, match=r"TwoBranch takes \(None, 3\) float, \(None, 2\) "
                                                   r"float; export supports models with one float"):
