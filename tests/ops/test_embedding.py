@@ -8,7 +8,6 @@ the end-to-end table model at the bottom feeds them as an integer model input.
 
 from __future__ import annotations
 
-import importlib.util
 
 import numpy as np
 import pytest
@@ -186,8 +185,7 @@ def test_bad_arguments_name_the_layer():
         _trainer(OnFloats()).predict_outputs(np.zeros((2, 1)))
 
 
-# -- end to end: a table with categorical columns (needs the multi-input API of the inputs work)
-_MULTI_INPUT = importlib.util.find_spec("nnjit.data.inputs") is not None
+# -- end to end: a table with categorical columns (a model with two inputs)
 
 
 class TableNet(nn.Module):
@@ -214,8 +212,6 @@ def _table(n, rng):
     return x_num, x_cat, (logit > 0).astype(np.int64)
 
 
-@pytest.mark.xfail(not _MULTI_INPUT, strict=True,
-                   reason="needs DataLoader((X_num, X_cat), y) from the inputs work")
 def test_table_with_categorical_columns_trains_and_a_bad_category_names_its_layer():
     rng = np.random.default_rng(0)
     (xn, xc, y), (xn_t, xc_t, y_t) = _table(480, rng), _table(200, rng)
