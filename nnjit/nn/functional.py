@@ -13,6 +13,8 @@ from nnjit.ops.activations import (  # noqa: F401  (the public names of nn.funct
     softplus,
     tanh,
 )
+from nnjit.ops.conv import conv2d  # noqa: F401
 from nnjit.ops.dropout import dropout  # noqa: F401
 
-__all__ = ["elu", "gelu", "leaky_relu", "relu", "selu", "sigmoid", "softplus", "tanh", "dropout"]
+__all__ = ["elu", "gelu", "leaky_relu", "relu", "selu", "sigmoid", "softplus", "tanh", "dropout",
+           "conv2d"]

@@ -25,6 +25,7 @@ from nnjit.graph.graph_data import (
     GRAPH_RAW,
 )
 from nnjit.ops import activations, dense, dropout, elementwise, graph, losses, python_op
+from nnjit.ops import conv  # noqa: F401  (registers the conv family, opcodes 80..)
 from nnjit.ops.spec import OpSpec
 from nnjit.tape import tape as _tape
 from nnjit.tape.records import (

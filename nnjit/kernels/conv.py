@@ -1,0 +1,266 @@
+"""2-D convolution kernels (NCHW, PyTorch's cross-correlation) and their backward.
+
+A sample's row holds its image ``(C, H, W)`` row-major, the weight is PyTorch's
+``(O, C/groups, KH, KW)`` laid out flat, a sample's output row is ``(O, OH, OW)``. The op's
+geometry comes from the hyper table (``hyper[h + G_...]``, see :mod:`nnjit.ops.conv`).
+
+Two algorithms; the recorder picks one per shape (:func:`nnjit.ops.conv.choose_algorithm`):
+
+* **im2col + GEMM** (``ALGO_IM2COL``): per sample and group, the receptive fields are copied
+  into a ``(C/g * KH * KW, OH * OW)`` column matrix in the scratch span (one sample's, so it
+  stays in cache) and one BLAS product does the work: forward ``y = W @ col``, weight gradient
+  ``dW += dy @ col.T``, input gradient ``dcol = W.T @ dy`` scattered back (col2im). For the
+  usual channel counts (16 and up) the products are large enough for BLAS to run near its
+  peak and the copies cost a few percent of the FLOPs.
+* **direct loops** (``ALGO_DIRECT``): for few input channels and outputs (LeNet's first layer,
+  1 -> 6 channels), the GEMM has a tiny inner dimension (C * KH * KW = 25) and a tiny output
+  count, BLAS runs far below its peak and the column copy costs as much as the product; the
+  loops read the image directly, vectorised along output columns.
+
+All loops are plain (no fastmath=True: nnjit's flag set), no allocation: views of the arena and
+of the scratch span only.
+"""
+
+import numpy as np
+
+from nnjit.kernels._jit import jit
+from nnjit.kernels.views import view1d, view2d
+
+# the op's geometry block in the hyper table, in this order
+(G_C, G_H, G_W, G_O, G_KH, G_KW, G_SH, G_SW, G_PH, G_PW, G_DH, G_DW, G_GROUPS, G_OH, G_OW,
+ G_ALGO) = range(16)
+BLOCK_SIZE = 16
+ALGO_IM2COL, ALGO_DIRECT = 0, 1
+
+
+@jit(inline="always")
+def _valid_columns(off, sw, width, ow):
+    """Output columns ``q0 <= q < q1`` whose input column ``q * sw + off`` is inside the image."""
+    q0 = (-off + sw - 1) // sw if off < 0 else 0
+    last = width - 1 - off
+    q1 = min(ow, last // sw + 1) if last >= 0 else 0
+    q0 = min(q0, ow)
+    return q0, max(q0, q1)
+
+
+@jit
+def im2col(x, x0, c0, cg, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col):
+    """col (cg*kh*kw, oh*ow) = the receptive fields of channels c0..c0+cg of the image at x[x0:]
+    (zeros where they cover the padding)."""
+    zero = col.dtype.type(0.0)
+    for c in range(cg):
+        base = x0 + (c0 + c) * h * w
+        for r in range(kh):
+            for s in range(kw):
+                row = (c * kh + r) * kw + s
+                off = s * dw - pw
+                q0, q1 = _valid_columns(off, sw, w, ow)
+                for p in range(oh):
+                    ih = p * sh - ph + r * dh
+                    dst = p * ow
+                    if ih < 0 or ih >= h:
+                        for q in range(ow):
+                            col[row, dst + q] = zero
+                        continue
+                    src = base + ih * w + off
+                    for q in range(q0):
+                        col[row, dst + q] = zero
+                    if sw == 1:
+                        for q in range(q0, q1):
+                            col[row, dst + q] = x[src + q]
+                    else:
+                        for q in range(q0, q1):
+                            col[row, dst + q] = x[src + q * sw]
+                    for q in range(q1, ow):
+                        col[row, dst + q] = zero
+
+
+@jit
+def col2im(col, dx, x0, c0, cg, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
+    """dx[x0:] += the adjoint of :func:`im2col`: each column entry added to its input pixel."""
+    for c in range(cg):
+        base = x0 + (c0 + c) * h * w
+        for r in range(kh):
+            for s in range(kw):
+                row = (c * kh + r) * kw + s
+                off = s * dw - pw
+                q0, q1 = _valid_columns(off, sw, w, ow)
+                for p in range(oh):
+                    ih = p * sh - ph + r * dh
+                    if ih < 0 or ih >= h:
+                        continue
+                    src = base + ih * w + off
+                    dst = p * ow
+                    if sw == 1:
+                        for q in range(q0, q1):
+                            dx[src + q] += col[row, dst + q]
+                    else:
+                        for q in range(q0, q1):
+                            dx[src + q * sw] += col[row, dst + q]
+
+
+@jit(inline="always")
+def _geometry(hyper, h):
+    g = hyper[h:h + BLOCK_SIZE]
+    return (int(g[G_C]), int(g[G_H]), int(g[G_W]), int(g[G_O]), int(g[G_KH]), int(g[G_KW]),
+            int(g[G_SH]), int(g[G_SW]), int(g[G_PH]), int(g[G_PW]), int(g[G_DH]), int(g[G_DW]),
+            int(g[G_GROUPS]), int(g[G_OH]), int(g[G_OW]), int(g[G_ALGO]))
+
+
+def scratch_elements(cg, kh, kw, oh, ow, og, algo):
+    """Elements of scratch the kernels need: two column matrices and one sample's weight
+    gradient (im2col); none for the direct loops."""
+    if algo == ALGO_DIRECT:
+        return 1
+    return 2 * cg * kh * kw * oh * ow + og * cg * kh * kw
+
+
+@jit
+def _direct_forward(x, w, y, n0, c, h, wd, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, oh, ow):
+    """One sample's output y (added to: holds the bias or zeros) by direct loops."""
+    cg = c // groups
+    og = o // groups
+    for oc in range(o):
+        g = oc // og
+        ybase = (n0 * o + oc) * oh * ow
+        for ci in range(cg):
+            xbase = (n0 * c + g * cg + ci) * h * wd
+            for r in range(kh):
+                for s in range(kw):
+                    k = w[((oc * cg + ci) * kh + r) * kw + s]
+                    off = s * dw - pw
+                    q0, q1 = _valid_columns(off, sw, wd, ow)
+                    for p in range(oh):
+                        ih = p * sh - ph + r * dh
+                        if ih < 0 or ih >= h:
+                            continue
+                        src = xbase + ih * wd + off
+                        dst = ybase + p * ow
+                        if sw == 1:
+                            for q in range(q0, q1):
+                                y[dst + q] += k * x[src + q]
+                        else:
+                            for q in range(q0, q1):
+                                y[dst + q] += k * x[src + q * sw]
+
+
+@jit
+def _direct_backward(x, w, dy, dx, dwt, n0, need_x, need_w, c, h, wd, o, kh, kw, sh, sw, ph, pw,
+                     dh, dw, groups, oh, ow):
+    """One sample's input gradient (dx +=) and weight gradient (dwt +=) by direct loops."""
+    cg = c // groups
+    og = o // groups
+    for oc in range(o):
+        g = oc // og
+        ybase = (n0 * o + oc) * oh * ow
+        for ci in range(cg):
+            xbase = (n0 * c + g * cg + ci) * h * wd
+            for r in range(kh):
+                for s in range(kw):
+                    wi = ((oc * cg + ci) * kh + r) * kw + s
+                    k = w[wi]
+                    off = s * dw - pw
+                    q0, q1 = _valid_columns(off, sw, wd, ow)
+                    acc = dwt.dtype.type(0.0)
+                    for p in range(oh):
+                        ih = p * sh - ph + r * dh
+                        if ih < 0 or ih >= h:
+                            continue
+                        src = xbase + ih * wd + off
+                        dst = ybase + p * ow
+                        if need_w:
+                            for q in range(q0, q1):
+                                acc += dy[dst + q] * x[src + q * sw]
+                        if need_x:
+                            for q in range(q0, q1):
+                                dx[src + q * sw] += k * dy[dst + q]
+                    if need_w:
+                        dwt[wi] += acc
+
+
+@jit
+def conv2d_forward(x, w, b, y, has_bias, hyper, h, scratch):
+    """y (N * O*OH*OW) = conv2d(x (N * C*H*W), w (O*C/g*KH*KW)) + b (O) (b unused unless
+    ``has_bias``); geometry at ``hyper[h:]``; ``scratch`` holds one column matrix (im2col)."""
+    c, hh, ww, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, oh, ow, algo = _geometry(hyper, h)
+    n = x.shape[0] // (c * hh * ww)
+    cg = c // groups
+    og = o // groups
+    k = cg * kh * kw
+    pq = oh * ow
+    zero = y.dtype.type(0.0)
+    if algo == ALGO_DIRECT:
+        for i in range(n):
+            for oc in range(o):
+                v = b[oc] if has_bias else zero
+                base = (i * o + oc) * pq
+                for j in range(pq):
+                    y[base + j] = v
+            _direct_forward(x, w, y, i, c, hh, ww, o, kh, kw, sh, sw, ph, pw, dh, dw, groups,
+                            oh, ow)
+        return
+    col = view2d(scratch, 0, k, pq)
+    for i in range(n):
+        for g in range(groups):
+            im2col(x, i * c * hh * ww, g * cg, cg, hh, ww, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow,
+                   col)
+            np.dot(view2d(w, g * og * k, og, k), col, view2d(y, (i * o + g * og) * pq, og, pq))
+        if has_bias:
+            for oc in range(o):
+                v = b[oc]
+                base = (i * o + oc) * pq
+                for j in range(pq):
+                    y[base + j] += v
+
+
+@jit
+def conv2d_backward(x, w, dy, dx, dwt, db, need_x, acc_x, need_w, acc_w, need_b, acc_b, hyper, h,
+                    scratch):
+    """The gradients of :func:`conv2d_forward`: dx, dwt (the weight's) and db, each only when
+    its ``need_`` flag is set, added to when its ``acc_`` flag is set (overwritten otherwise)."""
+    c, hh, ww, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, oh, ow, algo = _geometry(hyper, h)
+    n = x.shape[0] // (c * hh * ww)
+    cg = c // groups
+    og = o // groups
+    k = cg * kh * kw
+    pq = oh * ow
+    if need_b:
+        if not acc_b:
+            db[:] = 0
+        for i in range(n):
+            for oc in range(o):
+                base = (i * o + oc) * pq
+                s = db.dtype.type(0.0)
+                for j in range(pq):
+                    s += dy[base + j]
+                db[oc] += s
+    if not (need_x or need_w):
+        return
+    if need_x and not acc_x:
+        dx[:] = 0
+    if need_w and not acc_w:
+        dwt[:] = 0
+    if algo == ALGO_DIRECT:
+        for i in range(n):
+            _direct_backward(x, w, dy, dx, dwt, i, need_x, need_w, c, hh, ww, o, kh, kw, sh, sw,
+                             ph, pw, dh, dw, groups, oh, ow)
+        return
+    col = view2d(scratch, 0, k, pq)
+    dcol = view2d(scratch, k * pq, k, pq)
+    dw_one = view2d(scratch, 2 * k * pq, og, k)
+    for i in range(n):
+        for g in range(groups):
+            dyg = view2d(dy, (i * o + g * og) * pq, og, pq)
+            wg = view2d(w, g * og * k, og, k)
+            if need_w:
+                im2col(x, i * c * hh * ww, g * cg, cg, hh, ww, kh, kw, sh, sw, ph, pw, dh, dw,
+                       oh, ow, col)
+                np.dot(dyg, col.T, dw_one)
+                dwg = view1d(dwt, g * og * k, og * k)
+                flat = view1d(scratch, 2 * k * pq, og * k)
+                for j in range(og * k):
+                    dwg[j] += flat[j]
+            if need_x:
+                np.dot(wg.T, dyg, dcol)
+                col2im(dcol, dx, i * c * hh * ww, g * cg, cg, hh, ww, kh, kw, sh, sw, ph, pw, dh,
+                       dw, oh, ow)
