@@ -53,7 +53,8 @@ def _layer(c, o, size, algorithm):
     from nnjit.ops.conv import ALGORITHMS
 
     algo = ALGORITHMS[algorithm]
-    block = (c, size, size, o, KERNEL, KERNEL, 1, 1, 1, 1, 1, 1, 1, size, size, algo)
+    block = (c, size, size, o, KERNEL, KERNEL, 1, 1, 1, 1, 1, 1, 1, size, size, algo,
+             kc.samples_per_product(size, size))
     scratch = kc.scratch_elements(c, KERNEL, KERNEL, size, size, o, algo)
     flops = 2.0 * BATCH * o * size * size * c * KERNEL * KERNEL
     return block, scratch, flops

@@ -6,16 +6,15 @@ geometry comes from the hyper table (``hyper[h + G_...]``, see :mod:`nnjit.ops.c
 
 Two algorithms; the recorder picks one per shape (:func:`nnjit.ops.conv.choose_algorithm`):
 
-* **im2col + GEMM** (``ALGO_IM2COL``): per sample and group, the receptive fields are copied
-  into a ``(C/g * KH * KW, OH * OW)`` column matrix in the scratch span (one sample's, so it
-  stays in cache) and one BLAS product does the work: forward ``y = W @ col``, weight gradient
-  ``dW += dy @ col.T``, input gradient ``dcol = W.T @ dy`` scattered back (col2im). For the
-  usual channel counts (16 and up) the products are large enough for BLAS to run near its
-  peak and the copies cost a few percent of the FLOPs.
-* **direct loops** (``ALGO_DIRECT``): for few input channels and outputs (LeNet's first layer,
-  1 -> 6 channels), the GEMM has a tiny inner dimension (C * KH * KW = 25) and a tiny output
-  count, BLAS runs far below its peak and the column copy costs as much as the product; the
-  loops read the image directly, vectorised along output columns.
+* **im2col + GEMM** (``ALGO_IM2COL``): per group, the receptive fields of a few samples are
+  copied into a ``(C/g * KH * KW, samples * OH * OW)`` column matrix in the scratch span (one
+  sample's for images of 1024 pixels or more, several side by side for small ones, so a product
+  has about :data:`PRODUCT_COLUMNS` columns and BLAS runs near its peak) and one BLAS product does
+  the work: forward ``y = W @ col``, weight gradient ``dW += dy @ col.T``, input gradient
+  ``dcol = W.T @ dy`` scattered back (col2im).
+* **direct loops** (``ALGO_DIRECT``): the image read in place, vectorised along output columns.
+  Slower than im2col at every shape measured so far (see :mod:`nnjit.ops.conv`); kept as the
+  ``algorithm="direct"`` option and as an independent implementation the tests compare.
 
 All loops are plain (no fastmath=True: nnjit's flag set), no allocation: views of the arena and
 of the scratch span only.
@@ -28,9 +27,12 @@ from nnjit.kernels.views import view1d, view2d
 
 # the op's geometry block in the hyper table, in this order
 (G_C, G_H, G_W, G_O, G_KH, G_KW, G_SH, G_SW, G_PH, G_PW, G_DH, G_DW, G_GROUPS, G_OH, G_OW,
- G_ALGO) = range(16)
-BLOCK_SIZE = 16
+ G_ALGO, G_SAMPLES) = range(17)
+BLOCK_SIZE = 17
 ALGO_IM2COL, ALGO_DIRECT = 0, 1
+# im2col puts the columns of several samples side by side until a product has about this many
+# columns: BLAS runs far below its peak on one small image's (16 x 150 x 100 for LeNet's conv2)
+PRODUCT_COLUMNS = 1024
 
 
 @jit(inline="always")
@@ -44,9 +46,9 @@ def _valid_columns(off, sw, width, ow):
 
 
 @jit
-def im2col(x, x0, c0, cg, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col):
-    """col (cg*kh*kw, oh*ow) = the receptive fields of channels c0..c0+cg of the image at x[x0:]
-    (zeros where they cover the padding)."""
+def im2col(x, x0, c0, cg, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col, j0):
+    """col[:, j0:j0 + oh*ow] (cg*kh*kw rows) = the receptive fields of channels c0..c0+cg of the
+    image at x[x0:] (zeros where they cover the padding)."""
     zero = col.dtype.type(0.0)
     for c in range(cg):
         base = x0 + (c0 + c) * h * w
@@ -57,7 +59,7 @@ def im2col(x, x0, c0, cg, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col):
                 q0, q1 = _valid_columns(off, sw, w, ow)
                 for p in range(oh):
                     ih = p * sh - ph + r * dh
-                    dst = p * ow
+                    dst = j0 + p * ow
                     if ih < 0 or ih >= h:
                         for q in range(ow):
                             col[row, dst + q] = zero
@@ -76,8 +78,9 @@ def im2col(x, x0, c0, cg, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, col):
 
 
 @jit
-def col2im(col, dx, x0, c0, cg, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
-    """dx[x0:] += the adjoint of :func:`im2col`: each column entry added to its input pixel."""
+def col2im(col, j0, dx, x0, c0, cg, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
+    """dx[x0:] += the adjoint of :func:`im2col` (columns j0..j0 + oh*ow of col): each column
+    entry added to its input pixel."""
     for c in range(cg):
         base = x0 + (c0 + c) * h * w
         for r in range(kh):
@@ -90,7 +93,7 @@ def col2im(col, dx, x0, c0, cg, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow):
                     if ih < 0 or ih >= h:
                         continue
                     src = base + ih * w + off
-                    dst = p * ow
+                    dst = j0 + p * ow
                     if sw == 1:
                         for q in range(q0, q1):
                             dx[src + q] += col[row, dst + q]
@@ -104,15 +107,23 @@ def _geometry(hyper, h):
     g = hyper[h:h + BLOCK_SIZE]
     return (int(g[G_C]), int(g[G_H]), int(g[G_W]), int(g[G_O]), int(g[G_KH]), int(g[G_KW]),
             int(g[G_SH]), int(g[G_SW]), int(g[G_PH]), int(g[G_PW]), int(g[G_DH]), int(g[G_DW]),
-            int(g[G_GROUPS]), int(g[G_OH]), int(g[G_OW]), int(g[G_ALGO]))
+            int(g[G_GROUPS]), int(g[G_OH]), int(g[G_OW]), int(g[G_ALGO]), int(g[G_SAMPLES]))
+
+
+def samples_per_product(oh, ow):
+    """Samples whose columns im2col puts side by side in one product (see PRODUCT_COLUMNS)."""
+    return max(1, PRODUCT_COLUMNS // (oh * ow))
 
 
 def scratch_elements(cg, kh, kw, oh, ow, og, algo):
-    """Elements of scratch the kernels need: two column matrices and one sample's weight
-    gradient (im2col); none for the direct loops."""
+    """Elements of scratch the kernels need: for im2col two column matrices (the input's and
+    the input gradient's), one output or output-gradient block and one weight gradient, for
+    :func:`samples_per_product` samples; none for the direct loops."""
     if algo == ALGO_DIRECT:
         return 1
-    return 2 * cg * kh * kw * oh * ow + og * cg * kh * kw
+    cols = samples_per_product(oh, ow) * oh * ow
+    k = cg * kh * kw
+    return 2 * k * cols + og * cols + og * k
 
 
 @jit
@@ -182,7 +193,8 @@ def _direct_backward(x, w, dy, dx, dwt, n0, need_x, need_w, c, h, wd, o, kh, kw,
 def conv2d_forward(x, w, b, y, has_bias, hyper, h, scratch):
     """y (N * O*OH*OW) = conv2d(x (N * C*H*W), w (O*C/g*KH*KW)) + b (O) (b unused unless
     ``has_bias``); geometry at ``hyper[h:]``; ``scratch`` holds one column matrix (im2col)."""
-    c, hh, ww, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, oh, ow, algo = _geometry(hyper, h)
+    c, hh, ww, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, oh, ow, algo, samples = _geometry(
+        hyper, h)
     n = x.shape[0] // (c * hh * ww)
     cg = c // groups
     og = o // groups
@@ -199,18 +211,32 @@ def conv2d_forward(x, w, b, y, has_bias, hyper, h, scratch):
             _direct_forward(x, w, y, i, c, hh, ww, o, kh, kw, sh, sw, ph, pw, dh, dw, groups,
                             oh, ow)
         return
-    col = view2d(scratch, 0, k, pq)
-    for i in range(n):
+    per = samples
+    for i0 in range(0, n, per):
+        m = min(per, n - i0)
+        col = view2d(scratch, 0, k, m * pq)
         for g in range(groups):
-            im2col(x, i * c * hh * ww, g * cg, cg, hh, ww, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow,
-                   col)
-            np.dot(view2d(w, g * og * k, og, k), col, view2d(y, (i * o + g * og) * pq, og, pq))
+            for t in range(m):
+                im2col(x, (i0 + t) * c * hh * ww, g * cg, cg, hh, ww, kh, kw, sh, sw, ph, pw, dh,
+                       dw, oh, ow, col, t * pq)
+            wg = view2d(w, g * og * k, og, k)
+            if m == 1:
+                np.dot(wg, col, view2d(y, (i0 * o + g * og) * pq, og, pq))
+            else:  # (og, m samples' columns) -> each sample's (og, pq) block
+                out = view2d(scratch, 2 * k * per * pq, og, m * pq)
+                np.dot(wg, col, out)
+                for t in range(m):
+                    for oc in range(og):
+                        base = ((i0 + t) * o + g * og + oc) * pq
+                        for j in range(pq):
+                            y[base + j] = out[oc, t * pq + j]
         if has_bias:
-            for oc in range(o):
-                v = b[oc]
-                base = (i * o + oc) * pq
-                for j in range(pq):
-                    y[base + j] += v
+            for i in range(i0, i0 + m):
+                for oc in range(o):
+                    v = b[oc]
+                    base = (i * o + oc) * pq
+                    for j in range(pq):
+                        y[base + j] += v
 
 
 @jit
@@ -218,7 +244,8 @@ def conv2d_backward(x, w, dy, dx, dwt, db, need_x, acc_x, need_w, acc_w, need_b,
                     scratch):
     """The gradients of :func:`conv2d_forward`: dx, dwt (the weight's) and db, each only when
     its ``need_`` flag is set, added to when its ``acc_`` flag is set (overwritten otherwise)."""
-    c, hh, ww, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, oh, ow, algo = _geometry(hyper, h)
+    c, hh, ww, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, oh, ow, algo, samples = _geometry(
+        hyper, h)
     n = x.shape[0] // (c * hh * ww)
     cg = c // groups
     og = o // groups
@@ -245,22 +272,34 @@ def conv2d_backward(x, w, dy, dx, dwt, db, need_x, acc_x, need_w, acc_w, need_b,
             _direct_backward(x, w, dy, dx, dwt, i, need_x, need_w, c, hh, ww, o, kh, kw, sh, sw,
                              ph, pw, dh, dw, groups, oh, ow)
         return
-    col = view2d(scratch, 0, k, pq)
-    dcol = view2d(scratch, k * pq, k, pq)
-    dw_one = view2d(scratch, 2 * k * pq, og, k)
-    for i in range(n):
+    per = samples
+    dw_one = view2d(scratch, 2 * k * per * pq + og * per * pq, og, k)
+    dw_flat = view1d(scratch, 2 * k * per * pq + og * per * pq, og * k)
+    for i0 in range(0, n, per):
+        m = min(per, n - i0)
+        col = view2d(scratch, 0, k, m * pq)
+        dcol = view2d(scratch, k * per * pq, k, m * pq)
         for g in range(groups):
-            dyg = view2d(dy, (i * o + g * og) * pq, og, pq)
             wg = view2d(w, g * og * k, og, k)
+            if m == 1:
+                dyg = view2d(dy, (i0 * o + g * og) * pq, og, pq)
+            else:  # each sample's (og, pq) block side by side
+                dyg = view2d(scratch, 2 * k * per * pq, og, m * pq)
+                for t in range(m):
+                    for oc in range(og):
+                        base = ((i0 + t) * o + g * og + oc) * pq
+                        for j in range(pq):
+                            dyg[oc, t * pq + j] = dy[base + j]
             if need_w:
-                im2col(x, i * c * hh * ww, g * cg, cg, hh, ww, kh, kw, sh, sw, ph, pw, dh, dw,
-                       oh, ow, col)
+                for t in range(m):
+                    im2col(x, (i0 + t) * c * hh * ww, g * cg, cg, hh, ww, kh, kw, sh, sw, ph, pw,
+                           dh, dw, oh, ow, col, t * pq)
                 np.dot(dyg, col.T, dw_one)
                 dwg = view1d(dwt, g * og * k, og * k)
-                flat = view1d(scratch, 2 * k * pq, og * k)
                 for j in range(og * k):
-                    dwg[j] += flat[j]
+                    dwg[j] += dw_flat[j]
             if need_x:
                 np.dot(wg.T, dyg, dcol)
-                col2im(dcol, dx, i * c * hh * ww, g * cg, cg, hh, ww, kh, kw, sh, sw, ph, pw, dh,
-                       dw, oh, ow)
+                for t in range(m):
+                    col2im(dcol, t * pq, dx, (i0 + t) * c * hh * ww, g * cg, cg, hh, ww, kh, kw,
+                           sh, sw, ph, pw, dh, dw, oh, ow)
