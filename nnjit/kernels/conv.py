@@ -32,7 +32,7 @@ BLOCK_SIZE = 17
 ALGO_IM2COL, ALGO_DIRECT = 0, 1
 # im2col puts the columns of several samples side by side until a product has about this many
 # columns: BLAS runs far below its peak on one small image's (16 x 150 x 100 for LeNet's conv2)
-PRODUCT_COLUMNS = 1024
+PRODUCT_COLUMNS = 2048
 
 
 @jit(inline="always")
