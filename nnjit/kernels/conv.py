@@ -16,7 +16,7 @@ Two algorithms; the recorder picks one per shape (:func:`nnjit.ops.conv.choose_a
   Slower than im2col at every shape measured so far (see :mod:`nnjit.ops.conv`); kept as the
   ``algorithm="direct"`` option and as an independent implementation the tests compare.
 
-All loops are plain (no fastmath=True: nnjit's flag set), no allocation: views of the arena and
+All loops use nnjit's compile options (``_jit``), no allocation: views of the arena and
 of the scratch span only.
 """
 

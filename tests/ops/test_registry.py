@@ -17,6 +17,7 @@ from nnjit.ops.opcodes import BUILTIN_FAMILIES, SPECS, Opcode
 from nnjit.ops.spec import optional_inputs
 from nnjit.tape import tape as tape_module
 from nnjit.tape.records import R_OPCODE
+from tests.ops.op_checker import seeded_draw
 
 ALL = sorted(registry.all_specs().items())
 
@@ -49,16 +50,21 @@ def test_every_registered_op_is_complete(opcode, spec):
 class Probe(nn.Module):
     """Applies one op's recorder to parameters shaped by its signature."""
 
-    def __init__(self, spec, arrays):
+    def __init__(self, spec, arrays, geometry=None):
         super().__init__()
         self.spec = spec
         self.n = len(arrays)
+        self.geometry = geometry
         for k, a in enumerate(arrays):
             setattr(self, f"p{k}", nn.Parameter(a))
 
     def forward(self, x):
         ins = [x.tape.parameter(getattr(self, f"p{k}"), f"p{k}") for k in range(self.n)]
         hyper = {h: self.spec.sample_hyper[h] for h in self.spec.hyper}
+        if self.geometry is not None:  # (an image input viewed as (C, H, W)...)
+            ins = [t.view(-1, *self.geometry.views[k]) if k in self.geometry.views else t
+                   for k, t in enumerate(ins)]
+            hyper.update(self.geometry.hyper)
         return self.spec.recorder(*ins, **hyper)
 
 
@@ -73,11 +79,16 @@ def test_the_family_dispatchers_handle_every_op(opcode, spec):
     """Forward and backward of the op run in the compiled loop (an op without its branch stops
     with UnknownOpcodeError), and its output has the signature's shape."""
     rng = np.random.default_rng(opcode)
-    in_shapes, out_shape = spec.shapes(DIMS)
+    dims = dict(DIMS)
+    geometry = None
+    if spec.geometry is not None:  # shapes that follow from the op's geometry (conv, pooling)
+        geometry = spec.geometry(seeded_draw(opcode), dict(DIMS))
+        dims.update(geometry.dims)
+    in_shapes, out_shape = spec.shapes(dims)
     arrays = [rng.uniform(0.1, 1.0, s) for s in in_shapes]
-    model = Probe(spec, arrays)
+    model = Probe(spec, arrays, geometry)
     trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
-    X = np.zeros((DIMS["B"], 1))
+    X = np.zeros((dims["B"], 1))
     grads = trainer.gradients(X, np.zeros(out_shape))
     assert trainer.predict_outputs(X).shape == out_shape
     for k in spec.grad_inputs:
