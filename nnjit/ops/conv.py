@@ -9,9 +9,9 @@ gradient for im2col).
 
 Algorithm per shape (:func:`choose_algorithm`, kernels in :mod:`nnjit.kernels.conv`): im2col +
 BLAS GEMM, with the columns of several small images side by side so each product has about
-1024 columns. The direct loops (``algorithm="direct"``) were slower at every shape measured, LeNet's
-first layer included (1 -> 6 channels, 5x5, batch 64, 1 thread: forward 17 ms direct against
-3.9 ms im2col; the loops' rows are 28 pixels, too short to vectorise well), so they are chosen
+2048 columns. The direct loops (``algorithm="direct"``) were slower at every shape measured,
+LeNet's first layer included (1 -> 6 channels, 5x5, batch 64, 1 thread: forward 17 ms direct
+against 3.9 ms im2col; their rows of 28 pixels are too short to vectorise well), so they run
 only on request; the tests run both.
 """
 
