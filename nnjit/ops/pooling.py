@@ -33,7 +33,7 @@ from nnjit.ops.context import (
     dispatcher,
 )
 from nnjit.ops.family import OpFamily, register
-from nnjit.ops.spec import OpSpec
+from nnjit.ops.spec import OpGeometry, OpSpec
 from nnjit.tape.records import ACCUMULATE, NEEDS_GRAD, R_AUX0, R_FLAGS, R_IN0, R_IN1, R_OUT
 from nnjit.tape.slot_views import slot_flat
 
@@ -239,25 +239,43 @@ def _adaptive_avg_pool2d_reference(x, output_size):
     return y
 
 
-# -- derived dims (the gradient check draws C, H, W, then these fill OH, OW) -------------------
-def _pool_dims(dims, hyper, dilation=1):
-    """Dims of a max/average pool case: H and W raised to the dilated kernel (every window
-    then holds a value of the image), OH and OW computed."""
+# -- the generic check's geometry (it draws C, H, W; these draw the pool and fill OH, OW) ----
+_MAX_HYPER = {"kernel_size": (2, 3), "stride": (None, 1, 2), "padding": (0, 1),
+              "dilation": (1, 2), "ceil_mode": (False, True)}
+_AVG_HYPER = {"kernel_size": (2, 3), "stride": (None, 1, 2), "padding": (0, 1),
+              "ceil_mode": (False, True), "count_include_pad": (True, False),
+              "divisor_override": (None, 3)}
+_ADAPTIVE_HYPER = {"output_size": (1, 2, 3)}
+
+
+def _draw_hyper(alternatives, draw) -> dict:
+    return {h: v[draw(0, len(v) - 1)] for h, v in alternatives.items()}
+
+
+def _pool_case(dims, hyper, dilation=1) -> OpGeometry:
+    """A max/average pool case: H and W raised to the dilated kernel (every window then holds
+    a value of the image), OH and OW computed."""
     k = hyper["kernel_size"]
     extent = dilation * (k - 1) + 1
     dims = dict(dims, H=max(dims["H"], extent), W=max(dims["W"], extent))
-    g = pool_geometry((dims["C"], dims["H"], dims["W"]), "derive_dims", k, hyper.get("stride"),
+    g = pool_geometry((dims["C"], dims["H"], dims["W"]), "geometry", k, hyper.get("stride"),
                       hyper.get("padding", 0), dilation, hyper.get("ceil_mode", False))
-    return dict(dims, OH=g[-2], OW=g[-1])
+    return OpGeometry(dict(dims, OH=g[-2], OW=g[-1]), hyper)
 
 
-def _max_pool_dims(dims, hyper):
-    return _pool_dims(dims, hyper, hyper.get("dilation", 1))
+def _max_pool_geometry(draw, dims) -> OpGeometry:
+    hyper = _draw_hyper(_MAX_HYPER, draw)
+    return _pool_case(dims, hyper, hyper["dilation"])
 
 
-def _adaptive_dims(dims, hyper):
+def _avg_pool_geometry(draw, dims) -> OpGeometry:
+    return _pool_case(dims, _draw_hyper(_AVG_HYPER, draw))
+
+
+def _adaptive_geometry(draw, dims) -> OpGeometry:
+    hyper = _draw_hyper(_ADAPTIVE_HYPER, draw)
     oh, ow = adaptive_output(hyper["output_size"], (dims["C"], dims["H"], dims["W"]), "dims")
-    return dict(dims, OH=oh, OW=ow)
+    return OpGeometry(dict(dims, OH=oh, OW=ow), hyper)
 
 
 _GEOMETRY = "hyper index of the geometry block (module docstring)"
@@ -265,19 +283,16 @@ SPECS = (
     # in1 of its record is the argmax slot (B, C*OH*OW) its recorder makes
     OpSpec("MAXPOOL2D", 1, "(B,C,H,W)->(B,C,OH,OW)", _max_pool2d_reference, max_pool2d,
            hyper=("kernel_size", "stride", "padding", "dilation", "ceil_mode"),
-           sample_hyper={"kernel_size": (2, 3), "stride": (None, 1, 2), "padding": (0, 1),
-                         "dilation": (1, 2), "ceil_mode": (False, True)},
-           grad_inputs=(0,), aux={"aux0": _GEOMETRY}, derive_dims=_max_pool_dims),
+           sample_hyper=_MAX_HYPER, grad_inputs=(0,), aux={"aux0": _GEOMETRY},
+           geometry=_max_pool_geometry),
     OpSpec("AVGPOOL2D", 1, "(B,C,H,W)->(B,C,OH,OW)", _avg_pool2d_reference, avg_pool2d,
            hyper=("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
                   "divisor_override"),
-           sample_hyper={"kernel_size": (2, 3), "stride": (None, 1, 2), "padding": (0, 1),
-                         "ceil_mode": (False, True), "count_include_pad": (True, False),
-                         "divisor_override": (None, 3)},
-           grad_inputs=(0,), aux={"aux0": _GEOMETRY}, derive_dims=_pool_dims),
+           sample_hyper=_AVG_HYPER, grad_inputs=(0,), aux={"aux0": _GEOMETRY},
+           geometry=_avg_pool_geometry),
     OpSpec("ADAPTIVE_AVGPOOL2D", 1, "(B,C,H,W)->(B,C,OH,OW)", _adaptive_avg_pool2d_reference,
-           adaptive_avg_pool2d, hyper=("output_size",), sample_hyper={"output_size": (1, 2, 3)},
-           grad_inputs=(0,), aux={"aux0": _GEOMETRY}, derive_dims=_adaptive_dims),
+           adaptive_avg_pool2d, hyper=("output_size",), sample_hyper=_ADAPTIVE_HYPER,
+           grad_inputs=(0,), aux={"aux0": _GEOMETRY}, geometry=_adaptive_geometry),
 )
 
 # -- compiled ----------------------------------------------------------------------------------

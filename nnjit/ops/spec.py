@@ -152,11 +152,6 @@ class OpSpec:
             record ``i`` after its kernel reported it (``nnjit.ops.report_bad_input``), e.g. the
             out-of-range index and the valid range; it may read the record's input slots
             (``program.view``: the batch that failed is still loaded).
-        derive_dims: for ops whose output dims follow from their hyperparameters (a pool's
-            ``OH, OW`` from ``H, W``, kernel, stride, padding): ``derive_dims(dims, hyper) ->
-            dims``, from the named dims drawn for the signature (a dict) and the hyper values
-            (the recorder's keyword arguments) to the complete dims: the derived ones filled
-            in, input dims raised where the geometry needs more. None: every dim is free.
         geometry: ``geometry(draw, dims) -> OpGeometry`` for ops whose shapes depend on their
             hyperparameters (convolution, pooling): from ``draw(lo, hi) -> int`` and the dims
             drawn from the signature, a consistent case (dims, recorder keyword arguments, how
@@ -179,7 +174,6 @@ class OpSpec:
     int_inputs: tuple[int, ...] = ()
     scratch: Callable | None = None
     bad_input: Callable | None = None
-    derive_dims: Callable | None = None
     geometry: Callable | None = None
 
     def __post_init__(self):

@@ -157,9 +157,7 @@ class Case:
             if isinstance(value, (tuple, list)):  # alternatives: draw one
                 value = value[draw(0, len(value) - 1)]
             self.hyper[h] = value
-        if spec.derive_dims is not None:  # output dims that follow from the geometry (pools)
-            self.dims = dict(spec.derive_dims(dict(self.dims), dict(self.hyper)))
-        # an op whose shapes follow from its geometry (convolution) draws a consistent case
+        # an op whose shapes follow from its geometry (convolution, pooling) draws a consistent
         # itself: dims, recorder keywords, input views and the output's per-row dims
         self.views, self.out_dims = {}, None
         if spec.geometry is not None:

@@ -94,9 +94,7 @@ def test_the_family_dispatchers_handle_every_op(opcode, spec):
     rng = np.random.default_rng(opcode)
     dims = {name: DIMS.get(name, OTHER_DIM) for name in dim_names(spec.signature)}
     geometry = None
-    if spec.derive_dims is not None:  # output dims that follow from the geometry (pools)
-        dims = spec.derive_dims(dims, sample_hyper(spec, dims))
-    if spec.geometry is not None:  # shapes that follow from the op's geometry (conv)
+    if spec.geometry is not None:  # shapes that follow from the op's geometry (conv, pools)
         geometry = spec.geometry(seeded_draw(opcode), dict(dims))
         dims.update(geometry.dims)
     in_shapes, out_shape = spec.shapes(dims)
