@@ -198,3 +198,14 @@ def test_fashion_mnist_cnn_config_on_a_tiny_copy(tmp_path):
     (run,) = Run.all(tmp_path / "runs")
     assert len(run.history()) == 2 and run.metadata()["data"] == "fashion_mnist:fm.npz"
     assert run.config.model.net.conv_channels == (6, 16)
+
+
+def test_digits_cnn_yaml_is_the_config_in_docs_layers():
+    """docs/layers.md shows examples/digits_cnn.yaml: the two stay one config."""
+    from nnjit.experiment import RunConfig
+
+    page = (ROOT / "docs" / "layers.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```yaml\n(.*?)^```", page, flags=re.M | re.S)
+    assert len(blocks) == 1
+    example = (ROOT / "examples" / "digits_cnn.yaml").read_text(encoding="utf-8")
+    assert RunConfig.from_yaml(blocks[0]) == RunConfig.from_yaml(example)
