@@ -674,8 +674,8 @@ def print_report(res: dict) -> None:
                     "(later rows: the family's build on top of already compiled core kernels)"
                     + (f"; benchmarks.core's cold first fit: {fmt_time(core)}" if core else ""))
     else:
-        print(f"3. Cold compile: {(comp or {}).get('error', 'not measured (--quick or --no-compile)')}"
-              "\n", flush=True)
+        why = (comp or {}).get("error", "not measured (--quick or --no-compile)")
+        print(f"3. Cold compile: {why}\n", flush=True)
     rows = [[t["what"], t["value"], t["status"]] for t in res["targets"]]
     print_table(["target (issue 13)", "measured", "status"], rows, "4. Targets", align="lll")
     v = env["versions"]

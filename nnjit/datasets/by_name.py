@@ -25,8 +25,9 @@ def load(name: str) -> Dataset | GraphDataset:
     (each a :class:`Dataset`) or ``"cora"`` (a :class:`GraphDataset`).
 
     Only the bundled data sets have names; data read from your files has its own loader
-    (:func:`~nnjit.datasets.load_fashion_mnist`). Case and ``-``/``_`` are ignored (``"Olivetti-Faces"`` works). Raises ``TypeError`` for a
-    non-string and ``ValueError``, listing the valid names, for an unknown name.
+    (:func:`~nnjit.datasets.load_fashion_mnist`). Case and ``-``/``_`` are ignored
+    (``"Olivetti-Faces"`` works). Raises ``TypeError`` for a non-string and ``ValueError``,
+    listing the valid names, for an unknown name.
     """
     if not isinstance(name, str):
         raise TypeError(f"dataset name must be a str, got {type(name).__name__}")
