@@ -83,7 +83,10 @@ TABULAR = dict(batch=128, lr=1e-3, epochs=5, seed=0, n_train=20000, n_test=5000,
 LENET_SPEEDUP, LENET_ACC_POINTS, LENET_MIN_ACC = 2.0, 0.5, 0.88
 CONV_STACK_FRACTION = 0.70
 #: In --quick: rows per part and epochs (checks that everything runs; numbers mean nothing).
-QUICK = dict(lenet_train=512, lenet_test=256, tab_train=1024, tab_test=256, epochs=1)
+QUICK = dict(lenet_train=256, lenet_test=256, faces_train=64, tab_train=1024, tab_test=256,
+             epochs=1, warm_rows=64)
+#: Rows of the small copy that warms up each pair and counts NRT allocations (full runs).
+WARM_ROWS = 512
 
 
 def log(msg: str) -> None:
@@ -361,14 +364,16 @@ def warm_up(pair_factory, label: str) -> float:
     return sw.seconds
 
 
-def nrt_per_epoch(pair_factory) -> dict:
-    """NRT allocations of 2- and 12-epoch fits of a fresh small trainer (after one warm-up)."""
+def nrt_per_epoch(pair_factory, quick: bool) -> dict:
+    """NRT allocations of a short and a long fit of a fresh small trainer after one warm-up fit
+    (2 and 12 epochs; --quick: 1 and 2): the difference per epoch must be 0."""
     p = pair_factory(warm=True)
     fit = lambda k: p.trainer.fit(p.loader, epochs=k, n_iter_no_change=None, verbose=0)  # noqa
     fit(1)
-    two, twelve = count_nrt_allocations(fit, (2, 12))
-    return {"alloc_2": two["alloc"], "alloc_12": twelve["alloc"],
-            "per_epoch": (twelve["alloc"] - two["alloc"]) / 10}
+    short, long = (1, 2) if quick else (2, 12)
+    a, b = count_nrt_allocations(fit, (short, long))
+    return {"epochs": [short, long], "alloc": [a["alloc"], b["alloc"]],
+            "per_epoch": (b["alloc"] - a["alloc"]) / (long - short)}
 
 
 # -- sections ------------------------------------------------------------------------------------
@@ -381,7 +386,8 @@ def lenet_section(nj, torch, quick: bool) -> dict:
     epochs = QUICK["epochs"] if quick else c["epochs"]
 
     def make(warm=False):
-        X, y = (data["X"][:512], data["y"][:512]) if warm else (data["X"], data["y"])
+        k = QUICK["warm_rows"] if quick else WARM_ROWS
+        X, y = (data["X"][:k], data["y"][:k]) if warm else (data["X"], data["y"])
         with nj.seeded(c["seed"]):
             model = nnjit_lenet(nj)
         return Pair(nj, torch, model, torch_lenet(), (X,), y, c["batch"], c["lr"], c["seed"])
@@ -391,7 +397,7 @@ def lenet_section(nj, torch, quick: bool) -> dict:
     out = run_pair(pair, epochs, "LeNet-5")
     out["accuracy"] = pair.accuracies((data["X_test"],), data["y_test"])
     out["arena_bytes"] = pair.arena_bytes()
-    out["nrt"] = nrt_per_epoch(make)
+    out["nrt"] = nrt_per_epoch(make, quick)
     out.update(warmup_s=warm_s, rows=len(data["y"]), test_rows=len(data["y_test"]),
                source=data["source"], settings=c, epochs=epochs)
     log(f"  LeNet-5: test accuracy nnjit {out['accuracy']['nnjit']:.4f}, PyTorch "
@@ -418,7 +424,9 @@ def olivetti_section(nj, torch, quick: bool) -> dict:
     epochs = QUICK["epochs"] if quick else c["epochs"]
 
     def make(warm=False):
-        X, y = (d["X_cnn"][:64], d["y_cnn"][:64]) if warm else (d["X_cnn"], d["y_cnn"])
+        k = QUICK["faces_train"] if quick else len(d["y_cnn"])
+        X, y = (d["X_cnn"][:QUICK["warm_rows"]], d["y_cnn"][:QUICK["warm_rows"]]) if warm \
+            else (d["X_cnn"][:k], d["y_cnn"][:k])
         with nj.seeded(c["seed"]):
             model = nnjit_faces_cnn(nj, d["n_classes"])
         return Pair(nj, torch, model, torch_faces_cnn(d["n_classes"]), (X,), y, c["batch"],
@@ -430,13 +438,13 @@ def olivetti_section(nj, torch, quick: bool) -> dict:
     X_test = np.ascontiguousarray(d["X_test_sk"], dtype=np.float32)
     out["accuracy"] = pair.accuracies((X_test,), d["y_test"])
     out["arena_bytes"] = pair.arena_bytes()
-    out["nrt"] = nrt_per_epoch(make)
+    out["nrt"] = nrt_per_epoch(make, quick)
     sk = Contenders(d, DATASETS["Olivetti"], 2 if quick else MAX_EPOCHS, {}).sklearn()
     out["sklearn_mlp"] = {"fit_s": sk["fit_s"], "epochs": sk["epochs"],
                           "epoch_s": sk["per_epoch_s"], "accuracy": sk["accuracy"],
                           "settings": DATASETS["Olivetti"]}
     out["fit_s"] = {k: out[k]["epoch_s"]["median"] * epochs for k in ("nnjit", "PyTorch")}
-    out.update(warmup_s=warm_s, rows=len(d["y_cnn"]), test_rows=len(d["y_test"]),
+    out.update(warmup_s=warm_s, rows=len(pair.y), test_rows=len(d["y_test"]),
                settings=c, epochs=epochs, split_seed=d["seed"])
     log(f"  Olivetti: test accuracy nnjit {out['accuracy']['nnjit']:.3f}, PyTorch "
         f"{out['accuracy']['PyTorch']:.3f}, scikit-learn MLP {sk['accuracy']:.3f}")
@@ -452,7 +460,7 @@ def tabular_section(nj, torch, quick: bool) -> dict:
     shape = (c["n_num"], c["cards"], c["emb_dim"], c["hidden"])
 
     def make(warm=False):
-        k = 256 if warm else n_train
+        k = QUICK["warm_rows"] if warm and quick else (WARM_ROWS if warm else n_train)
         with nj.seeded(c["seed"]):
             model = nnjit_embedding_mlp(nj, *shape)
         return Pair(nj, torch, model, torch_embedding_mlp(*shape),
@@ -463,7 +471,7 @@ def tabular_section(nj, torch, quick: bool) -> dict:
     out = run_pair(pair, epochs, "embedding MLP")
     out["accuracy"] = pair.accuracies((t["X_num_test"], t["X_cat_test"]), t["y_test"])
     out["arena_bytes"] = pair.arena_bytes()
-    out["nrt"] = nrt_per_epoch(make)
+    out["nrt"] = nrt_per_epoch(make, quick)
     out.update(warmup_s=warm_s, rows=n_train, test_rows=n_test, settings=c, epochs=epochs,
                bayes_acc=t["bayes_acc"], positive_rate=t["positive_rate"])
     log(f"  embedding MLP: test accuracy nnjit {out['accuracy']['nnjit']:.4f}, PyTorch "
