@@ -406,13 +406,15 @@ def lenet_section(nj, torch, quick: bool) -> dict:
 
 
 def conv_stack_section(quick: bool) -> dict:
-    """``benchmarks.conv_stack.measure_conv_stack()`` (the conv workstream's measurement)."""
+    """``benchmarks.conv_stack.measure_conv_stack()`` (the conv workstream's measurement; --quick:
+    one short trial of each part)."""
     try:
         from benchmarks.conv_stack import measure_conv_stack
     except ImportError as e:
         return {"error": f"benchmarks.conv_stack is not importable ({e})"}
-    kwargs = {"quick": True} if quick and "quick" in inspect.signature(
-        measure_conv_stack).parameters else {}
+    short = {"repeats": 1, "min_trial_s": 0.05, "peak_trials": 1}
+    accepted = inspect.signature(measure_conv_stack).parameters
+    kwargs = {k: v for k, v in short.items() if k in accepted} if quick else {}
     return {"result": measure_conv_stack(**kwargs)}
 
 
@@ -668,8 +670,14 @@ def print_report(res: dict) -> None:
                 "1. Training, same initial weights and batch order, epochs alternating "
                 f"(per epoch: median over the epochs){' (--quick)' if cfg['quick'] else ''}")
     cs = res["conv_stack"]
-    print(f"2. 3x3 conv stack: {cs.get('error') or json.dumps(cs['result'], default=str)}\n",
-          flush=True)
+    r = cs.get("result") or {}
+    if "gflops" in r and "gemm_peak_gflops" in r:
+        line = (f"{r['gflops']:.1f} GFLOP/s forward + backward, {_conv_stack_fraction(cs):.1%} of "
+                f"the 1-thread GEMM peak {r['gemm_peak_gflops']:.1f} GFLOP/s "
+                f"({r.get('workload', '')}; algorithms {r.get('algorithms')})")
+    else:
+        line = cs.get("error") or json.dumps(r, default=str)
+    print(f"2. 3x3 conv stack: {line}\n", flush=True)
     comp = res.get("compile")
     if comp and "models" in comp:
         rows = [[name, r.get("error", ""), fmt_time(r.get("first_fit_s")),
