@@ -487,6 +487,7 @@ import time
 import numpy as np
 from benchmarks._common import NumbaCompileProfiler, emit_result
 import nnjit
+from nnjit.engine.interpreter import execute
 nn = nnjit.nn
 F = nn.functional
 rng = np.random.default_rng(0)
@@ -538,14 +539,17 @@ for name, (build, inputs) in MODELS.items():
         t0 = time.perf_counter()
         with NumbaCompileProfiler() as prof:
             trainer.fit(loader, epochs=1, n_iter_no_change=None, verbose=0)
-        out[name] = dict(first_fit_s=time.perf_counter() - t0, compile=prof.summary())
+        program = trainer.program
+        out[name] = dict(first_fit_s=time.perf_counter() - t0, compile=prof.summary(),
+                         extra_families=[f.name for f in program.families if not f.core],
+                         base_build=program._execute is execute)
     except Exception as e:
         out[name] = dict(error=f"{type(e).__name__}: {e}")
 emit_result(out)
 """
 
 
-def compile_section() -> dict:
+def compile_section(out) -> dict:
     with temp_dir("nnjit-cnn-cache-") as cache:
         proc = subprocess.run([sys.executable, "-c", COMPILE_CHILD], cwd=REPO_ROOT,
                               env=child_env(NUMBA_CACHE_DIR=cache), capture_output=True,
@@ -561,17 +565,20 @@ def compile_section() -> dict:
                                f"first fit {fmt_time(r['first_fit_s'])}, numba compile "
                                f"{fmt_time(r['compile']['compile_s'])}"))
     out = {"models": rows, "cache_files": files, "cache_bytes": size}
-    core = _core_cold_compile()
+    core = _core_cold_compile(out)
     if core is not None:
         out["core_benchmark_cold_first_fit_s"] = core
     return out
 
 
-def _core_cold_compile() -> float | None:
-    """The median cold first fit of ``benchmarks.core`` (its results/core.json), if any."""
+def _core_cold_compile(out) -> float | None:
+    """The median cold first fit of ``benchmarks.core`` (its core.json beside this run's output,
+    else in benchmarks/results/), if any."""
+    from pathlib import Path
+
     from benchmarks.seed_table import _load_other
 
-    core = _load_other("core")
+    core = _load_other("core", Path(out) if str(out).endswith(".json") else None)
     try:
         return float(core["cold_compile"]["first_fit_s"]["median"])
     except (TypeError, KeyError, ValueError):
@@ -621,6 +628,10 @@ def targets(res: dict) -> list[dict]:
     comp = res.get("compile")
     if comp and "models" in comp:
         mlp = comp["models"].get("MLP (core only)", {})
+        if "base_build" in mlp:
+            add("an MLP runs the base build (none of the new families compiled into it)",
+                f"base build: {mlp['base_build']}, extra families: {mlp['extra_families']}",
+                mlp["base_build"] and not mlp["extra_families"])
         core = comp.get("core_benchmark_cold_first_fit_s")
         if "first_fit_s" in mlp and core is not None:
             add("an MLP compiles no slower than the core benchmark's cold compile (+10%)",
@@ -682,10 +693,11 @@ def print_report(res: dict) -> None:
     if comp and "models" in comp:
         rows = [[name, r.get("error", ""), fmt_time(r.get("first_fit_s")),
                  fmt_time((r.get("compile") or {}).get("compile_s")),
-                 str((r.get("compile") or {}).get("n_compiles", ""))]
+                 str((r.get("compile") or {}).get("n_compiles", "")),
+                 "base" if r.get("base_build") else ", ".join(r.get("extra_families", []))]
                 for name, r in comp["models"].items()]
         core = comp.get("core_benchmark_cold_first_fit_s")
-        print_table(["model (build)", "error", "first fit", "numba compile", "compiles"], rows,
+        print_table(["model", "error", "first fit", "numba compile", "compiles", "build"], rows,
                     "3. Cold compile, one fresh process, empty NUMBA_CACHE_DIR, models in order "
                     "(later rows: the family's build on top of already compiled core kernels)"
                     + (f"; benchmarks.core's cold first fit: {fmt_time(core)}" if core else ""))
@@ -779,7 +791,7 @@ def main(argv=None) -> dict:
         res["compile"] = None
     else:
         log("6. cold compile (fresh process, empty cache)")
-        res["compile"] = _guarded(compile_section)
+        res["compile"] = _guarded(compile_section, out_path(args.out, "cnn"))
     res["targets"] = targets(res)
     res["environment"] = environment_info(
         loadavg_before=load_before, loadavg_after=loadavg(), pinned=pinned,
