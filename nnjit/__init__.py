@@ -9,6 +9,7 @@ from nnjit import datasets as datasets
 from nnjit import export as export  # (registers Module.save_onnx and the safetensors methods)
 from nnjit.data.full_batch import FullBatch as FullBatch
 from nnjit.data.graph import Graph as Graph
+from nnjit.data.images import ImageDataset as ImageDataset
 from nnjit.data.loader import DataLoader as DataLoader
 from nnjit.data.neighbor_loader import NeighborLoader as NeighborLoader
 from nnjit.engine.status import TrainingDivergedError as TrainingDivergedError
@@ -73,6 +74,7 @@ __all__ = [
     "GCNConv",
     "GELU",
     "Graph",
+    "ImageDataset",
     "SAGEConv",
     "JITCompiler",
     "L2Regularizer",

@@ -14,6 +14,7 @@ import numpy as np
 
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
+from nnjit.data.images import ImageDataset
 from nnjit.data.loader import DataLoader
 from nnjit.data.neighbor_loader import NeighborLoader
 
@@ -33,8 +34,9 @@ def empty_rows(dtype, cols: int | None) -> np.ndarray:
 
 
 def as_loader(data, y, where: str, batch_size=None) -> DataLoader:
-    """``data`` (a DataLoader, a Graph, ``(X, y)`` or X with ``y``) as a DataLoader; arrays get
-    ``batch_size`` rows per batch (a number, ``batch_size(n_rows)``, or 256) and no shuffling."""
+    """``data`` (a DataLoader, a Graph, an ImageDataset, ``(X, y)`` or X with ``y``) as a
+    DataLoader; arrays and ImageDatasets get ``batch_size`` rows per batch (a number,
+    ``batch_size(n_rows)``, or 256) and no shuffling."""
     if isinstance(data, Graph):  # full batch; y names the mask the loss counts
         return FullBatch(data, y if y is not None else (
             "train" if data.train_mask is not None else None))
@@ -42,6 +44,9 @@ def as_loader(data, y, where: str, batch_size=None) -> DataLoader:
         if y is not None:
             raise ValueError(f"{where}: pass targets inside the DataLoader, not as y")
         return data
+    if isinstance(data, ImageDataset):  # its images and labels, batched as arrays are
+        size = batch_size(len(data)) if callable(batch_size) else (batch_size or 256)
+        return DataLoader(data, y, batch_size=size, shuffle=False)
     if isinstance(data, tuple) and len(data) == 2 and y is None:
         data, y = data
     if getattr(data, "shape", (1,))[:1] == (0,) or (isinstance(data, list) and not data):

@@ -16,6 +16,8 @@ import math
 import numpy as np
 
 from nnjit.checks import Int
+from nnjit.data.augment import check_augment
+from nnjit.data.images import ImageDataset
 
 
 class DataLoader:
@@ -27,11 +29,24 @@ class DataLoader:
         batch_size: rows per step (>= 1). The last batch is shorter unless ``drop_last``.
         shuffle: reshuffle the rows every epoch (training only).
         drop_last: skip the short last batch.
+        augment: an :class:`~nnjit.data.Augment` (random crop, horizontal flip) for the training
+            batches of image data; None: the ImageDataset's own; False: none (validation never
+            augments).
+
+    ``X`` may be an :class:`~nnjit.data.ImageDataset` (then without ``y``: it holds its labels).
     """
 
     def __init__(self, X, y=None, batch_size: int = 32, shuffle: bool = True,
-                 drop_last: bool = False):
+                 drop_last: bool = False, augment=None):
         Int(min=1).check("DataLoader: batch_size", batch_size)
+        image_dims = None  # (C, H, W) when the rows are images
+        if isinstance(X, ImageDataset):
+            if y is not None:
+                raise ValueError("DataLoader: an ImageDataset holds its labels: pass no y")
+            dataset, augment = X, X.augment if augment is None else augment
+            X, y, image_dims = dataset.flat_images(), dataset.labels, dataset.image_dims
+        self.image_dims = image_dims
+        self.augment = check_augment(augment, image_dims, "DataLoader")
         self.X = check_features(X, "DataLoader: X")
         self.y = None if y is None else check_targets(y, len(self.X), "DataLoader: y")
         self.batch_size = int(batch_size)
@@ -67,7 +82,8 @@ class DataLoader:
 
     def __repr__(self) -> str:
         return (f"DataLoader(n_samples={len(self.X)}, batch_size={self.batch_size}, "
-                f"shuffle={self.shuffle}, drop_last={self.drop_last})")
+                f"shuffle={self.shuffle}, drop_last={self.drop_last}"
+                + (f", augment={self.augment}" if self.augment is not None else "") + ")")
 
 
 def check_features(X, where: str) -> np.ndarray:

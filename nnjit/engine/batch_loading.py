@@ -4,8 +4,10 @@ Shared by the interpreter (:func:`load_rows`, the plain loader) and the graph fa
 batch loader (:mod:`nnjit.graph.sampled_batch`), which both import it.
 """
 
-from nnjit.engine.fields import L_INPUT, L_TARGET
+from nnjit.engine.fields import (L_AUG_C, L_AUG_FLIP, L_AUG_H, L_AUG_PAD, L_AUG_SLOT, L_AUG_W,
+                                 L_INPUT, L_TARGET)
 from nnjit.kernels._jit import jit
+from nnjit.kernels.augment import augment_rows
 from nnjit.tape.slot_views import slot_view
 
 
@@ -31,4 +33,10 @@ def load_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, s
     if with_targets:
         load_batch(src_y, perm, use_perm, start, rows,
                    slot_view(values, slots, layout[L_TARGET], rows))
+    # Augmentation (random crop, flip) of a fit's training batches only: use_perm is True exactly
+    # for those (never validation, evaluate, predict or gradients); Python sets L_AUG_* per fit.
+    if use_perm and layout[L_AUG_SLOT] >= 0:
+        augment_rows(slot_view(values, slots, layout[L_AUG_SLOT], rows), rows, layout[L_AUG_C],
+                     layout[L_AUG_H], layout[L_AUG_W], layout[L_AUG_PAD], layout[L_AUG_FLIP] != 0,
+                     rng)
     return rows

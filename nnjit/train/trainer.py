@@ -16,6 +16,7 @@ import numpy as np
 
 from nnjit.checks import Int
 from nnjit.data.adapt import FitData, GraphInput, as_loader, empty_rows, with_validation
+from nnjit.data.augment import NO_AUGMENTATION, augmentation_fields, set_augmentation
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
 from nnjit.data.loader import DataLoader, check_features, to_arena
@@ -357,6 +358,7 @@ class Trainer:
         Y = self._compile(data.X, data.targets, data.max_rows, "fit")
         program = self.program
         Xv, Yv = data.validation_arrays(program.output_cols, Y)
+        augmentation = augmentation_fields(data.train, program.layout)
 
         # The plan becomes the compiled loop's settings; the run state starts (or continues).
         steps_per_epoch = plan.steps_per_epoch(len(data.train))
@@ -377,7 +379,11 @@ class Trainer:
                             self._empty(1), self._batch_log)
 
         self._begin_callbacks(plan, carried)
-        status, interrupted = self._run(plan, arrays, training, history, stop)
+        set_augmentation(program.layout, augmentation)  # this fit's training batches only
+        try:
+            status, interrupted = self._run(plan, arrays, training, history, stop)
+        finally:
+            set_augmentation(program.layout, NO_AUGMENTATION)
         return self._end_fit(plan, status, interrupted)
 
     def _start_run_state(self, plan: FitPlan, steps_per_epoch: int, plateau: np.ndarray):
