@@ -47,6 +47,9 @@ from nnjit.nn import (
     TanhLayer as TanhLayer,
     functional as functional,
 )
+from nnjit.nn import BatchNorm1d as BatchNorm1d  # (issue 13: normalization)
+from nnjit.nn import BatchNorm2d as BatchNorm2d
+from nnjit.nn import LayerNorm as LayerNorm
 from nnjit.optim import SGD as SGD
 from nnjit.optim import Adam as Adam
 from nnjit.optim import AdamW as AdamW
@@ -62,6 +65,9 @@ from nnjit.train.trainer import JITCompiler as JITCompiler
 from nnjit.train.trainer import Trainer as Trainer
 
 __all__ = [
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "LayerNorm",
     "BCEWithLogitsLoss",
     "CrossEntropyLoss",
     "DataLoader",

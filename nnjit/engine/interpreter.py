@@ -255,8 +255,12 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
     state, best, history, out = borrow(state), borrow(best), borrow(history), borrow(out)
     batch_log, gdata = borrow(batch_log), borrow(gdata)
     n_params = layout[L_N_PARAMS]
-    params = values[:n_params]
-    pgrads = grads[:n_params]
+    params = values[:n_params]  # the parameter block: parameters, then buffers (snapshots)
+    # The optimizer's state spans the trainable parameters only, the block's head: buffers
+    # (batch norm's running statistics) get no penalty, clipping or step.
+    n_trainable = min(opt_state.shape[1], n_params)
+    tparams = values[:n_trainable]
+    pgrads = grads[:n_trainable]
     scratch = grads[slots[layout[L_SCRATCH], S_OFFSET]:]
     loss_op = layout[L_LOSS_OP]
     dense_mode = int(cfg[C_DENSE_MODE])
@@ -355,7 +359,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                 state[ST_JOB] = -1
                 return st.DONE, -1
             coef = cfg[C_REG_COEF] / rows if cfg[C_REG_PER_BATCH] != 0.0 else cfg[C_REG_COEF]
-            penalty = ko.l2_penalty(params, pgrads, reg_spans, coef) if coef != 0.0 else 0.0
+            penalty = ko.l2_penalty(tparams, pgrads, reg_spans, coef) if coef != 0.0 else 0.0
             group = int(cfg[C_ACCUM_STEPS])
             if group > 1:  # mean gradient over `group` minibatches (fewer at the epoch's end)
                 gk.accumulate_gradients(pgrads, accum, state[ST_ACCUM_N] == 0.0)
@@ -372,7 +376,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                 state[ST_STEP] += 1.0
                 state[ST_FIT_STEP] += 1.0
                 kind = int(cfg[C_OPT_KIND])
-                if not ko.optimizer_step(kind, params, pgrads, opt_state, opt_hyper,
+                if not ko.optimizer_step(kind, tparams, pgrads, opt_state, opt_hyper,
                                          state[ST_LR], int(state[ST_STEP])):
                     state[ST_JOB] = -1
                     return st.UNKNOWN_OPTIMIZER, kind

@@ -23,6 +23,9 @@ from nnjit.nn.providers import provide
 #: safetensors dtype names nnjit can load (a narrower float than the model's is widened exactly).
 FLOAT_DTYPES = {"F16": np.dtype(np.float16), "F32": np.dtype(np.float32),
                 "F64": np.dtype(np.float64)}
+#: and for buffers, integers (PyTorch's ``num_batches_tracked`` is int64; counts below 2**53 are
+#: exact in float64, below 2**24 in float32)
+INT_DTYPES = {"I32": np.dtype(np.int32), "I64": np.dtype(np.int64)}
 
 
 class SafetensorsFileError(ValueError):
@@ -57,12 +60,13 @@ class SafetensorsMismatchError(StateMismatchError):
 
 
 def save_safetensors(model: Module, path) -> None:
-    """Write ``model``'s parameters to ``path`` (atomically) under PyTorch's names and shapes,
-    in the parameters' dtype (float32, or float64 for a model compiled in float64)."""
+    """Write ``model``'s parameters and persistent buffers to ``path`` (atomically) under
+    PyTorch's names and shapes, in their dtype (float32, or float64 for a model compiled in
+    float64; ``torch.nn.Module.load_state_dict`` casts a float ``num_batches_tracked``)."""
     st = require("safetensors.numpy", "save_safetensors")
     from nnjit._version import __version__
 
-    params = dict(model.named_parameters())
+    params = dict(model._state_entries())  # parameters and persistent buffers
     tensors = {name: np.ascontiguousarray(params[name].data).reshape(shape)
                for name, shape in torch_shapes(model).items()}
     data = st.save(tensors, metadata={"format": "pt", "producer": f"nnjit {__version__}"})
@@ -88,7 +92,7 @@ def load_safetensors(model: Module, path) -> None:
     where = os.fspath(path)
     if not os.path.isfile(where):
         raise FileNotFoundError(f"load_safetensors: no such file: {where}")
-    params = dict(model.named_parameters())
+    params = dict(model._state_entries())  # parameters and persistent buffers
     expected = torch_shapes(model)
     try:
         with safetensors.safe_open(where, framework="np") as f:
@@ -105,7 +109,13 @@ def load_safetensors(model: Module, path) -> None:
                     mismatched.append((name, shape, got_shape))
                 want = params[name].data.dtype
                 got = FLOAT_DTYPES.get(dtype_name)
-                if got is None or got.itemsize > want.itemsize:
+                if got is None and not params[name].requires_grad:  # a buffer's count
+                    got = INT_DTYPES.get(dtype_name)
+                    counts = f.get_tensor(name) if got is not None else None
+                    if counts is not None and counts.size and (
+                            np.abs(counts).max() > 2 ** (np.finfo(want).nmant + 1)):
+                        got = None  # (a count the model's dtype cannot hold exactly)
+                if got is None or (got.kind == "f" and got.itemsize > want.itemsize):
                     bad_dtypes.append((name, str(want), got.name if got else dtype_name))
             if missing or unexpected or mismatched or bad_dtypes:
                 raise SafetensorsMismatchError(where, missing, unexpected, mismatched, bad_dtypes)

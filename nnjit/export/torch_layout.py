@@ -15,8 +15,8 @@ from nnjit.nn.walk import walk_modules
 
 
 def torch_shapes(model: Module) -> dict[str, tuple[int, ...]]:
-    """``{dotted name: shape in PyTorch's state_dict}`` for each parameter, in
-    ``named_parameters()`` order (a shared parameter once, under its first name)."""
+    """``{dotted name: shape in PyTorch's state_dict}`` for each parameter and persistent
+    buffer, in ``state_dict()`` order (a shared one once, under its first name)."""
     from nnjit.nn.gnn.gat import GATConv
 
     shapes: dict[str, tuple[int, ...]] = {}
@@ -30,4 +30,8 @@ def torch_shapes(model: Module) -> dict[str, tuple[int, ...]]:
             if isinstance(module, GATConv) and name in ("att_src", "att_dst"):
                 shape = (1, module.heads, module.out_channels)
             shapes[f"{path}.{name}" if path else name] = shape
+        for name, b in module.__dict__.get("_buffers", {}).items():  # (batch norm statistics)
+            if b is not None and b.persistent and id(b) not in seen:
+                seen.add(id(b))
+                shapes[f"{path}.{name}" if path else name] = tuple(int(d) for d in b.shape)
     return shapes

@@ -1,6 +1,6 @@
 """A module's weights in ``.nne`` files: the ``params`` group (format: docs/nne-format.md).
 
-:func:`save_module` writes the parameters (and any extra groups a caller adds: a trainer
+:func:`save_module` writes the parameters and buffers (``state_dict()``; and any extra groups a caller adds: a trainer
 checkpoint's optimizer, RNG and fit state, see :mod:`nnjit.train.checkpoint`);
 :func:`load_module` reads them back into a module after checking every name, shape and dtype,
 changing nothing unless all match.
@@ -22,7 +22,7 @@ def save_module(module, path, groups: dict | None = None, metadata: dict | None 
     """Write ``module``'s parameters atomically as group ``params``, with the extra tensor
     ``groups`` and JSON ``metadata`` given (``nnjit_version`` and ``model`` are always
     recorded)."""
-    params = {n: np.asarray(p.data) for n, p in module.named_parameters()}
+    params = dict(module.state_dict())  # parameters and persistent buffers
     metadata = {"nnjit_version": __version__, "model": type(module).__name__,
                 **(metadata or {})}
     save_nne(path, {PARAMS: params, **(groups or {})}, metadata)

@@ -16,6 +16,10 @@ from nnjit.nn.gnn import MessagePassing as MessagePassing
 from nnjit.nn.gnn import SAGEConv as SAGEConv
 from nnjit.nn.linear import Linear as Linear
 from nnjit.nn.module import Module as Module
+from nnjit.nn.normalization import BatchNorm1d as BatchNorm1d
+from nnjit.nn.normalization import BatchNorm2d as BatchNorm2d
+from nnjit.nn.normalization import LayerNorm as LayerNorm
+from nnjit.nn.buffer import Buffer as Buffer
 from nnjit.nn.op import Op as Op
 from nnjit.nn.parameter import Parameter as Parameter
 from nnjit.nn.sequential import Sequential as Sequential

@@ -16,3 +16,6 @@ from nnjit.ops.activations import (  # noqa: F401  (the public names of nn.funct
 from nnjit.ops.dropout import dropout  # noqa: F401
 
 __all__ = ["elu", "gelu", "leaky_relu", "relu", "selu", "sigmoid", "softplus", "tanh", "dropout"]
+from nnjit.ops.normalization import batch_norm, layer_norm  # noqa: E402,F401
+
+__all__ += ["batch_norm", "layer_norm"]

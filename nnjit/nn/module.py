@@ -16,6 +16,7 @@ import numpy as np
 
 from nnjit.io.nne import check_state
 from nnjit.io.weights import load_module, save_module
+from nnjit.nn.buffer import Buffer
 from nnjit.nn.parameter import Parameter
 from nnjit.nn.providers import provider
 from nnjit.nn.summary import summary_table
@@ -63,6 +64,7 @@ class Module:
 
     def __init__(self):
         object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_provisional", set())
         object.__setattr__(self, "training", True)
@@ -75,11 +77,16 @@ class Module:
             raise RuntimeError(MSG_NO_SUPER_INIT.format(cls=type(self).__name__))
 
     def __setattr__(self, name, value):
+        buffers = self.__dict__.get("_buffers")
+        if buffers is not None and name in buffers and not isinstance(value, (Parameter, Module)):
+            self._set_buffer(name, value)
+            return
         if isinstance(value, (Parameter, Module)):
             self._check_init()
             self.__dict__.pop(name, None)
             self._parameters.pop(name, None)
             self._modules.pop(name, None)
+            self._buffers.pop(name, None)
             if isinstance(value, Parameter):
                 self._parameters[name] = value
             else:
@@ -99,6 +106,8 @@ class Module:
             return d["_parameters"][name]
         if "_modules" in d and name in d["_modules"]:
             return d["_modules"][name]
+        if "_buffers" in d and name in d["_buffers"]:
+            return d["_buffers"][name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
@@ -106,6 +115,8 @@ class Module:
             del self._parameters[name]
         elif name in self._modules:
             del self._modules[name]
+        elif name in self.__dict__.get("_buffers", ()):
+            del self._buffers[name]
         else:
             object.__delattr__(self, name)
 
@@ -117,6 +128,35 @@ class Module:
             raise TypeError(f"cannot assign {type(param).__name__} as parameter '{name}'")
         if param is not None:
             self._parameters[name] = param
+
+    def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
+        """Register a state array that is not trained (PyTorch's ``register_buffer``), e.g. batch
+        norm's running statistics: ``self.<name>`` returns it as a :class:`Buffer`.
+
+        Buffers are saved by :meth:`state_dict` (after the module's own parameters, as in
+        PyTorch; not when ``persistent=False``), ``.nne`` files and checkpoints, and live in
+        the trainer's parameter block (best-weight snapshots restore them) but take no gradient
+        and no optimizer step: only the ops that own them change them. An integer array is
+        stored as floats (the arena's dtype). ``tensor=None`` registers a name with no buffer.
+        Assigning an array to ``self.<name>`` later replaces the buffer's values.
+        """
+        self._check_init()
+        _check_name(self, name, "buffer")
+        if tensor is not None and isinstance(tensor, (Parameter, Module)):
+            raise TypeError(f"cannot assign {type(tensor).__name__} as buffer '{name}' "
+                            "(an array or None)")
+        self._buffers[name] = None if tensor is None else Buffer(
+            tensor.data if isinstance(tensor, Buffer) else tensor, persistent)
+
+    def _set_buffer(self, name: str, value) -> None:
+        """``self.<name> = value`` for a registered buffer: None, a Buffer, or new values."""
+        old = self._buffers[name]
+        if value is None or isinstance(value, Buffer):
+            self._buffers[name] = value
+        elif old is not None and np.shape(value) == old.shape:  # in place: stays in the arena
+            old.data[...] = value
+        else:
+            self._buffers[name] = Buffer(value, old.persistent if old is not None else True)
 
     def add_module(self, *args):
         """Register a sub-module: ``add_module(name, module)`` (PyTorch) or ``add_module(module)``.
@@ -164,20 +204,40 @@ class Module:
     def parameters(self) -> list[Parameter]:
         return [p for _, p in self.named_parameters()]
 
+    def named_buffers(self, prefix: str = "") -> Iterator[tuple[str, Buffer]]:
+        """Yield ``(dotted_name, buffer)`` for every registered buffer (None ones skipped),
+        module by module in :meth:`named_modules` order, shared ones once."""
+        seen = set()
+        for path, module in self.named_modules(prefix):
+            for name, b in module.__dict__.get("_buffers", {}).items():
+                if b is not None and id(b) not in seen:
+                    seen.add(id(b))
+                    yield (f"{path}.{name}" if path else name), b
+
+    def buffers(self) -> list[Buffer]:
+        return [b for _, b in self.named_buffers()]
+
     def num_parameters(self) -> int:
-        """Total number of trainable scalars."""
+        """Total number of trainable scalars (buffers not included)."""
         return sum(p.size for p in self.parameters())
 
     # -- modes ---------------------------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
-        """Set training mode (dropout active) on this module and its descendants."""
+        """Set training mode on this module and its descendants; returns the module.
+
+        The flag is what PyTorch's is, but nnjit's trainer sets the mode of each batch itself:
+        ``fit`` runs training batches in training mode (dropout active, batch norm on batch
+        statistics, updating its running ones) and validation batches in evaluation mode;
+        ``evaluate``, ``predict`` and ``model(X)`` run in evaluation mode; ``gradients`` in
+        training mode. None of them changes the flag the user set.
+        """
         mode = bool(mode)
         for m in self.modules():
             m.__dict__["training"] = mode
         return self
 
     def eval(self) -> Module:
-        """Set evaluation mode (dropout off)."""
+        """Set evaluation mode (``train(False)``; see :meth:`train`)."""
         return self.train(False)
 
     # -- calling -------------------------------------------------------------------------------
@@ -223,17 +283,32 @@ class Module:
 
     # -- state ---------------------------------------------------------------------------------
     def state_dict(self) -> OrderedDict[str, np.ndarray]:
-        """Copies of all parameters by dotted name."""
-        return OrderedDict((n, np.array(p.data, copy=True)) for n, p in self.named_parameters())
+        """Copies of all parameters and persistent buffers by dotted name: module by module,
+        each module's parameters then its buffers (PyTorch's order)."""
+        return OrderedDict((n, np.array(t.data, copy=True)) for n, t in self._state_entries())
+
+    def _state_entries(self) -> list[tuple[str, Parameter | Buffer]]:
+        """``(dotted_name, Parameter or Buffer)`` of everything :meth:`state_dict` holds."""
+        out, seen = [], set()
+        for path, module in self.named_modules():
+            own = list(module._parameters.items())
+            own += [(n, b) for n, b in module.__dict__.get("_buffers", {}).items()
+                    if b is not None and b.persistent]
+            for name, t in own:
+                if id(t) not in seen:
+                    seen.add(id(t))
+                    out.append((f"{path}.{name}" if path else name, t))
+        return out
 
     def load_state_dict(self, state, strict: bool = True, *,
                         where: str = "state dict") -> IncompatibleKeys:
-        """Copy arrays into the parameters, after checking names and shapes all at once.
+        """Copy arrays into the parameters and persistent buffers, after checking names and
+        shapes all at once.
 
         Args:
             state: ``{dotted_name: array}``, e.g. another model's :meth:`state_dict`.
-            strict: when True (default), every parameter must be in ``state`` and every key of
-                ``state`` must be a parameter. When False, the parameters named in ``state`` are
+            strict: when True (default), every parameter and persistent buffer must be in
+                ``state`` and every key of ``state`` must be one. When False, the parameters named in ``state`` are
                 loaded and the others keep their values; missing and unexpected keys are
                 returned, not raised (PyTorch's ``strict=False``).
             where: what ``state`` came from, named in errors (e.g. a file path).
@@ -247,7 +322,7 @@ class Module:
                 PyTorch) and, when strict, every missing and unexpected key. Nothing is loaded
                 then.
         """
-        params = OrderedDict(self.named_parameters())
+        params = OrderedDict(self._state_entries())
         missing = [n for n in params if n not in state]
         unexpected = [k for k in state if k not in params]
         expected = {n: p.shape for n, p in params.items() if strict or n in state}
@@ -258,13 +333,15 @@ class Module:
         return IncompatibleKeys(missing, unexpected)  # (both empty after a strict load)
 
     def save_weights(self, path) -> None:
-        """Write all parameters to a ``.nne`` file (atomically)."""
+        """Write all parameters and persistent buffers (:meth:`state_dict`) to a ``.nne`` file
+        (atomically)."""
         save_module(self, path)
 
     def load_weights(self, path) -> None:
-        """Load parameters from a ``.nne`` file written by :meth:`save_weights` (or a checkpoint).
+        """Load parameters and buffers from a ``.nne`` file written by :meth:`save_weights` (or
+        a checkpoint).
 
-        Nothing changes unless every parameter matches.
+        Nothing changes unless every entry matches.
 
         Raises:
             NNEFormatError: the file is not a valid ``.nne`` file, has no ``params`` group, or a
@@ -309,8 +386,8 @@ class Module:
         :class:`~nnjit.train.trainer.Trainer` that last laid this model out (the one that fit
         it), or, when there is none, of an internal ``Trainer(model)`` made on the first call:
         float32, no loss assumed (so raw outputs, never labels), seed 0 (it draws nothing from
-        :func:`nnjit.set_seed`'s generator). Dropout is off whatever ``model.training`` says,
-        which is left as it is. For class labels, probabilities, float64 or a loss, use
+        :func:`nnjit.set_seed`'s generator). Evaluation mode (dropout off, batch norm on its
+        running statistics) whatever ``model.training`` says, which is left as it is. For class labels, probabilities, float64 or a loss, use
         ``Trainer(model, loss=..., dtype=...).predict`` / ``predict_proba`` / ``evaluate``,
         which need no fit either. ``model(X)`` is the same call.
 
@@ -376,9 +453,9 @@ def _check_name(module: Module, name, kind: str) -> None:
         raise KeyError(f'{kind} name can\'t be empty string ""')
     if "." in name:
         raise KeyError(f'{kind} name can\'t contain ".", got "{name}"')
-    if name in module.__dict__ or (name in module._parameters and kind == "module") or (
-        name in module._modules and kind == "parameter"
-    ):
+    taken = {"parameter": module._parameters, "module": module._modules,
+             "buffer": module.__dict__.get("_buffers", {})}
+    if name in module.__dict__ or any(name in names for k, names in taken.items() if k != kind):
         raise KeyError(f"attribute '{name}' already exists")
 
 

@@ -16,6 +16,7 @@ class Parameter:
     """
 
     __slots__ = ("data", "grad")
+    requires_grad = True  # (a Buffer says False: the tape lays it out without a gradient)
 
     def __init__(self, data):
         self.data = np.array(data, dtype=DEFAULT_DTYPE if np.asarray(data).dtype.kind != "f"

@@ -25,6 +25,7 @@ from nnjit.graph.graph_data import (
     GRAPH_RAW,
 )
 from nnjit.ops import activations, dense, dropout, elementwise, graph, losses, python_op
+from nnjit.ops import normalization
 from nnjit.ops.spec import OpSpec
 from nnjit.tape import tape as _tape
 from nnjit.tape.records import (
@@ -51,7 +52,7 @@ __all__ = [
 ]
 
 BUILTIN_FAMILIES = tuple(m.FAMILY for m in (dense, elementwise, activations, dropout, losses,
-                                            python_op, graph))
+                                            python_op, graph, normalization))
 
 Opcode = IntEnum("Opcode", [(spec.name, op) for family in BUILTIN_FAMILIES
                             for op, spec in zip(family.block, family.specs)],

@@ -275,7 +275,8 @@ class Tape:
                     "as a Module attribute so it is laid out with the others"
                 )
             rows, cols = param.data.shape if param.data.ndim == 2 else (1, param.data.size)
-            t = self._new_slot(SlotSpec(rows, cols, param=True, requires_grad=True, name=name))
+            grad = getattr(param, "requires_grad", True)  # (a module's Buffer: False)
+            t = self._new_slot(SlotSpec(rows, cols, param=True, requires_grad=grad, name=name))
             self._param_ids[key] = t.slot
             self.param_slots[name] = t.slot
             return t
@@ -283,7 +284,9 @@ class Tape:
 
     def parameters(self, named) -> None:
         """Lay out the ``(dotted_name, Parameter)`` pairs ``named`` in order, first on the tape
-        (as :meth:`parameter` does one at a time; a trace lays out all of them up front)."""
+        (as :meth:`parameter` does one at a time; a trace lays out all of them up front). A
+        :class:`~nnjit.nn.buffer.Buffer` (``requires_grad`` False) gets a slot in the parameter
+        block without a gradient; :meth:`parameter` returns its slot as for a parameter."""
         if self.program is not None:
             raise RuntimeError("this tape is already compiled; record a new one")
         slots, ids, by_name = self.slots, self._param_ids, self.param_slots
@@ -295,7 +298,8 @@ class Tape:
                 data = param.data
                 rows, cols = data.shape if data.ndim == 2 else (1, data.size)
                 ids[key] = by_name[name] = len(slots)
-                slots.append(SlotSpec(rows, cols, param=True, requires_grad=True, name=name))
+                slots.append(SlotSpec(rows, cols, param=True, name=name,
+                                      requires_grad=getattr(param, "requires_grad", True)))
 
     def input(self, cols: int, name: str = "input", dims: tuple[int, ...] | None = None,
               integer: bool = False) -> Tensor:

@@ -98,7 +98,8 @@ class _Tracker:
 
 
 def _params(trainer):
-    return [p for _, p in trainer.model.named_parameters()]
+    """The arrays best weights snapshot: parameters, then buffers (batch norm statistics)."""
+    return trainer.model.parameters() + trainer.model.buffers()
 
 
 class EarlyStopping(Callback):

@@ -286,9 +286,10 @@ def read_checkpoint(nne, model, optimizer) -> CheckpointContents:
     """
     _check_metadata_types(nne)
     params = params_group(nne, _where(nne))
-    named = dict(model.named_parameters())
+    named = dict(model._state_entries())  # parameters and persistent buffers (state_dict)
     check_state({n: p.shape for n, p in named.items()}, params, where=_where(nne))
-    n_params = model.num_parameters()
+    n_params = model.num_parameters()  # the optimizer's span: trainable parameters only
+    n_block = n_params + sum(b.size for _, b in model.named_buffers())  # snapshots: + buffers
 
     opt_state, iterations = None, 0
     if OPTIMIZER in nne.groups:
@@ -319,23 +320,28 @@ def read_checkpoint(nne, model, optimizer) -> CheckpointContents:
             _check_permutation(nne, order)
 
     fit = unpack_fit(nne)
-    if fit is not None and fit["best_params"].size not in (0, n_params):
+    if fit is not None and fit["best_params"].size not in (0, n_block):
         raise _bad(nne, "tensor 'fit/best_params'", f"has {fit['best_params'].size} values, "
-                   f"expected 0 or the model's {n_params}")
+                   f"expected 0 or the model's {n_block} (parameters and buffers)")
     callbacks = unpack_callbacks(nne)
-    shapes = [p.shape for p in named.values()]
+    shapes = [p.shape for p in _weights(model)]
     for key, state in callbacks.items():
         weights = [n for n in state if n.startswith("best_weights.")]
         if key.partition("#")[0] == "EarlyStopping" and weights:
             if len(weights) != len(shapes):
                 raise _bad(nne, f"callback state '{key}'", f"has {len(weights)} best_weights, "
-                           f"the model has {len(shapes)} parameters")
+                           f"the model has {len(shapes)} parameters and buffers")
             for i, shape in enumerate(shapes):
                 got = state[f"best_weights.{i}"].shape
                 if got != tuple(shape):
                     raise _bad(nne, f"callback state '{key}' entry 'best_weights.{i}'",
                                f"has shape {got}, expected {tuple(shape)}")
     return CheckpointContents(params, opt_state, iterations, rng_state, order, fit, callbacks)
+
+
+def _weights(model) -> list:
+    """What EarlyStopping's best weights snapshot, in order: parameters, then buffers."""
+    return model.parameters() + model.buffers()
 
 
 def _check_metadata_types(nne) -> None:

@@ -29,6 +29,7 @@ from nnjit.losses import CrossEntropyLoss, Loss, MSELoss, get_loss
 from nnjit.nn.module import Module
 from nnjit.nn.providers import provide
 from nnjit.nn.walk import walk_modules
+from nnjit.ops.normalization import check_batch_statistics
 from nnjit.optim import Optimizer, get_optimizer
 from nnjit.optim.adam import Adam
 from nnjit.random import next_seed
@@ -130,6 +131,7 @@ class Trainer:
         self._modules = walk_modules(self.model)  # traversed once per trace
         self._module_dicts = [module.__dict__ for _, module in self._modules]
         self._named_params = named = []
+        self._named_buffers = buffers = []
         seen = set()
         for path, module in self._modules:
             module.__dict__["_path"] = path
@@ -137,7 +139,14 @@ class Trainer:
                 if id(p) not in seen:
                     seen.add(id(p))
                     named.append((f"{path}.{name}" if path else name, p))
-        tape.parameters(named)
+            for name, b in module.__dict__.get("_buffers", {}).items():  # as named_buffers()
+                if b is not None and id(b) not in seen:
+                    seen.add(id(b))
+                    buffers.append((f"{path}.{name}" if path else name, b))
+        # Buffers follow the parameters in the parameter block: the optimizer's span is its
+        # first n_trainable elements, snapshots and restores cover all of it.
+        tape.parameters(named + buffers)
+        self._n_trainable = sum(p.data.size for _, p in named)
         if self._graph is not None:
             from nnjit.graph.edges import graph_inputs
 
@@ -231,7 +240,7 @@ class Trainer:
         elif self._pending_rng is not None:
             program.rng[:] = self._pending_rng
         self._bind_parameters(program)
-        self.optimizer.build(program.n_params, self.dtype)
+        self.optimizer.build(self._n_trainable, self.dtype)  # (the interpreter's step span)
         self._best = np.empty(program.n_params, dtype=self.dtype)
         spans = self.regularizer.spans(self.param_spans) if self.regularizer else _NO_SPANS
         if spans.dtype != np.int64 or not spans.flags.c_contiguous:  # (a custom regularizer)
@@ -245,20 +254,21 @@ class Trainer:
         ``p.data`` / ``p.grad`` a view of it."""
         self.param_spans = {}
         slots = program.slots.tolist()
-        for name, p in self._named_params:
+        for name, p in self._named_params + self._named_buffers:
             off, rows, cols, _ = slots[program.param_slots[name]]
             view = program.values[off : off + rows * cols].reshape(p.data.shape)
             view[...] = p.data
             p.data = view
-            p.grad = program.grads[off : off + rows * cols].reshape(view.shape)
-            self.param_spans[name] = (off, rows * cols)
+            if p.requires_grad:  # (a Buffer has no gradient and no span the regularizer sees)
+                p.grad = program.grads[off : off + rows * cols].reshape(view.shape)
+                self.param_spans[name] = (off, rows * cols)
 
     def _adopt_parameters(self) -> None:
         """Take the parameters back into this program's arena when another trainer laid them out
         since (a second Trainer of the model, ``model.predict`` or ``layer(X)`` on one of its
         layers): every trainer runs on the parameters' current values, as in PyTorch."""
         values = self.program.values
-        for _, p in self._named_params:
+        for _, p in self._named_params + self._named_buffers:
             if p.data.base is not values:
                 self._bind_parameters(self.program)
                 self.model.__dict__["_trainer"] = self
@@ -357,6 +367,9 @@ class Trainer:
         # Lay the model out for the data; the targets take the width of its outputs.
         Y = self._compile(data.X, data.targets, data.max_rows, "fit")
         program = self.program
+        if not data.sampled:  # a batch norm refuses training batches of one row
+            check_batch_statistics(program, len(data.X), data.train.batch_size,
+                                   getattr(data.train, "drop_last", False), "fit")
         Xv, Yv = data.validation_arrays(program.output_cols, Y)
         augmentation = augmentation_fields(data.train, program.layout)
 
@@ -418,7 +431,7 @@ class Trainer:
         """``training()``: the arrays the compiled fit reads besides the data, gathered at each
         call (a callback may replace the optimizer state)."""
         cfg, opt_hyper = self._cfg, self.optimizer.hyper_vector()
-        accum = (np.empty(self.program.n_params, self.dtype) if plan.accumulation_steps > 1
+        accum = (np.empty(self._n_trainable, self.dtype) if plan.accumulation_steps > 1
                  else empty_rows(self.dtype, None))
 
         def training():
@@ -428,6 +441,9 @@ class Trainer:
         return training
 
     def _begin_callbacks(self, plan: FitPlan, carried) -> None:
+        # model.training reads True while fitting (PyTorch's model.train() before the loop);
+        # the modes the user set come back when the fit ends.
+        self._modes_before_fit = [d["training"] for d in self._module_dicts]
         self._set_training(True)
         self.stop_training = False
         self._callbacks = callbacks = plan.callbacks
@@ -494,7 +510,8 @@ class Trainer:
             interrupted = True
         finally:
             self.optimizer.iterations = int(state.step)
-            self._set_training(False)
+            for attributes, mode in zip(self._module_dicts, self._modes_before_fit):
+                attributes["training"] = mode
             requested = stop is not None and stop.requested
             if requested:
                 state.clear_stop_request()  # a Ctrl-C is not early stopping: a resume goes on
@@ -633,8 +650,8 @@ class Trainer:
 
         Needs no fit: the first call traces the model and lays it out for the parameters'
         current values (fresh initial weights, :meth:`Module.load_weights`,
-        :meth:`load_checkpoint`, or a fit). Dropout is off (evaluation), whatever
-        ``model.training`` says; it is not changed.
+        :meth:`load_checkpoint`, or a fit). Evaluation mode (dropout off, batch norm on its
+        running statistics), whatever ``model.training`` says; it is not changed.
 
         Args:
             X: ``(N, in_features)`` array, or a :class:`~nnjit.data.graph.Graph` /
@@ -692,7 +709,9 @@ class Trainer:
     def gradients(self, X, y=None) -> dict[str, np.ndarray]:
         """Loss gradients of every parameter on ``(X, y)`` as one batch (no update).
 
-        Dropout is active (training mode). Returns copies keyed by dotted parameter name.
+        Training mode, as a PyTorch forward after ``model.train()``: dropout is active and batch
+        norm normalises with the batch's statistics and updates its running ones. Returns copies
+        keyed by dotted parameter name (buffers take no gradient and are not listed).
         """
         if isinstance(X, Graph):  # y: the mask whose nodes the loss counts (default: all)
             loader = FullBatch(X, y)
@@ -704,6 +723,7 @@ class Trainer:
         Xa = loader.features(self.dtype)
         Y = self._compile(Xa, lambda k: loader.targets(self.loss, k, self.dtype), len(Xa),
                           "gradients")
+        check_batch_statistics(self.program, len(Xa), len(Xa), False, "gradients")
         state = RunState.for_task()
         with single_threaded_blas():
             self.program.run(fields.TASK_GRADIENT, (Xa, Y, Xa, Y, np.arange(len(Xa))),

@@ -14,7 +14,7 @@ from nnjit.engine.status import UnknownOpcodeError
 from nnjit.ops import OpFamily, OpSpec, dispatcher, parse_signature, registry
 from nnjit.ops.family import Registry
 from nnjit.ops.opcodes import BUILTIN_FAMILIES, SPECS, Opcode
-from nnjit.ops.spec import optional_inputs
+from nnjit.ops.spec import dim_names, optional_inputs
 from nnjit.tape import tape as tape_module
 from nnjit.tape.records import R_OPCODE
 
@@ -49,16 +49,18 @@ def test_every_registered_op_is_complete(opcode, spec):
 class Probe(nn.Module):
     """Applies one op's recorder to parameters shaped by its signature."""
 
-    def __init__(self, spec, arrays):
+    def __init__(self, spec, arrays, dims=None):
         super().__init__()
         self.spec = spec
+        self.dims = dims or {}
         self.n = len(arrays)
         for k, a in enumerate(arrays):
             setattr(self, f"p{k}", nn.Parameter(a))
 
     def forward(self, x):
         ins = [x.tape.parameter(getattr(self, f"p{k}"), f"p{k}") for k in range(self.n)]
-        hyper = {h: self.spec.sample_hyper[h] for h in self.spec.hyper}
+        # a hyperparameter named after a dim takes its value (as in tests/ops/op_checker.py)
+        hyper = {h: self.dims.get(h, self.spec.sample_hyper[h]) for h in self.spec.hyper}
         return self.spec.recorder(*ins, **hyper)
 
 
@@ -73,9 +75,10 @@ def test_the_family_dispatchers_handle_every_op(opcode, spec):
     """Forward and backward of the op run in the compiled loop (an op without its branch stops
     with UnknownOpcodeError), and its output has the signature's shape."""
     rng = np.random.default_rng(opcode)
-    in_shapes, out_shape = spec.shapes(DIMS)
+    dims = {n: DIMS.get(n, 2) for n in dim_names(spec.signature)}  # (other dims: 2)
+    in_shapes, out_shape = spec.shapes(dims)
     arrays = [rng.uniform(0.1, 1.0, s) for s in in_shapes]
-    model = Probe(spec, arrays)
+    model = Probe(spec, arrays, dims)
     trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
     X = np.zeros((DIMS["B"], 1))
     grads = trainer.gradients(X, np.zeros(out_shape))
