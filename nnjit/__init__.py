@@ -12,6 +12,7 @@ from nnjit.data.graph import Graph as Graph
 from nnjit.data.images import ImageDataset as ImageDataset
 from nnjit.data.loader import DataLoader as DataLoader
 from nnjit.data.neighbor_loader import NeighborLoader as NeighborLoader
+from nnjit.engine.status import BadInputError as BadInputError
 from nnjit.engine.status import TrainingDivergedError as TrainingDivergedError
 from nnjit.engine.status import UnknownOpcodeError as UnknownOpcodeError
 from nnjit.tape.tape import Tape as Tape
@@ -28,6 +29,7 @@ from nnjit.nn import (
     DenseLayer as DenseLayer,
     Dropout as Dropout,
     DropoutLayer as DropoutLayer,
+    Embedding as Embedding,
     GATConv as GATConv,
     GCNConv as GCNConv,
     LeakyReLU as LeakyReLU,
@@ -69,12 +71,14 @@ __all__ = [
     "BatchNorm2d",
     "LayerNorm",
     "BCEWithLogitsLoss",
+    "BadInputError",
     "CrossEntropyLoss",
     "DataLoader",
     "DenseLayer",
     "Dropout",
     "DropoutLayer",
     "ELU",
+    "Embedding",
     "FullBatch",
     "GATConv",
     "GCNConv",

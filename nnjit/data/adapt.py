@@ -15,6 +15,7 @@ import numpy as np
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
 from nnjit.data.images import ImageDataset
+from nnjit.data.inputs import spec_mismatch
 from nnjit.data.loader import DataLoader
 from nnjit.data.neighbor_loader import NeighborLoader
 
@@ -34,9 +35,9 @@ def empty_rows(dtype, cols: int | None) -> np.ndarray:
 
 
 def as_loader(data, y, where: str, batch_size=None) -> DataLoader:
-    """``data`` (a DataLoader, a Graph, an ImageDataset, ``(X, y)`` or X with ``y``) as a
-    DataLoader; arrays and ImageDatasets get ``batch_size`` rows per batch (a number,
-    ``batch_size(n_rows)``, or 256) and no shuffling."""
+    """``data`` (a DataLoader, a Graph, an ImageDataset, ``(X, y)`` or X with ``y``; X one array
+    or a tuple of them, one per model input) as a DataLoader; arrays and ImageDatasets get
+    ``batch_size`` rows per batch (a number, ``batch_size(n_rows)``, or 256) and no shuffling."""
     if isinstance(data, Graph):  # full batch; y names the mask the loss counts
         return FullBatch(data, y if y is not None else (
             "train" if data.train_mask is not None else None))
@@ -136,12 +137,13 @@ class FitData:
         train: the training loader; ``val``: the validation loader or None.
         loss: the trainer's loss, which prepares the targets.
         structure: the graph structure the model is traced on (None for arrays).
-        X: the training batch input in the arena dtype (a graph's node features, or a sampled
-            graph's seed ids).
+        X: the training batch input in the arena dtype (every input packed side by side, a
+            graph's node features, or a sampled graph's seed ids).
+        specs: each input's :class:`~nnjit.data.inputs.InputSpec` (row shape, integer or not).
         max_rows: the largest batch the fit's arena must hold (see :meth:`rows_per_batch`).
     """
 
-    __slots__ = ("train", "val", "structure", "X", "max_rows", "loss", "dtype")
+    __slots__ = ("train", "val", "structure", "X", "specs", "max_rows", "loss", "dtype")
 
     def __init__(self, train, val, graph: GraphInput, loss, dtype):
         self.train = train = as_loader(train, None, "fit: train")
@@ -152,6 +154,7 @@ class FitData:
             val, None, "fit: val", batch_size=lambda n: max(train.batch_size, min(n, 256)))
         self.loss, self.dtype = loss, dtype
         self.X = train.features(dtype)
+        self.specs = train.input_specs
         self.max_rows = self.rows_per_batch()
 
     @property
@@ -183,8 +186,12 @@ class FitData:
         if val is None:
             return empty_rows(dtype, X.shape[1]), empty_rows(dtype, Y.shape[1])
         Xv = val.features(dtype)
-        if Xv.shape[1] != X.shape[1]:
-            raise ValueError(f"fit: val X has {Xv.shape[1]} features, train X has {X.shape[1]}")
+        problem = (spec_mismatch(val.input_specs, self.specs, "fit: val X", "train X has")
+                   if self.structure is None else None)
+        if problem is None and Xv.shape[1] != X.shape[1]:
+            problem = f"fit: val X has {Xv.shape[1]} features, train X has {X.shape[1]}"
+        if problem is not None:
+            raise ValueError(problem)
         Yv = val.targets(self.loss, n_outputs, dtype)
         if Yv.shape[1] != Y.shape[1]:
             raise ValueError(f"fit: val y has {Yv.shape[1]} columns, train y has {Y.shape[1]}"

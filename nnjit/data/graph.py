@@ -147,6 +147,9 @@ def _check_x(x):
         x.sum_duplicates()
         data = x.data
     else:
+        if isinstance(x, tuple):  # (several inputs are for array data, not node features)
+            raise ValueError(f"Expected 'x' to be one (N, F) array of node features, got a "
+                             f"tuple of {len(x)}; a graph model takes one feature matrix")
         x = np.asarray(x)
         if x.ndim != 2:
             raise ValueError(

@@ -4,27 +4,36 @@ Batches are not produced in Python: the compiled loop shuffles an index array wi
 own RNG and copies rows straight into the arena. The loader validates the data once and keeps a
 copy in the arena dtype.
 
-Dtype rule (documented behaviour): ``X`` and ``y`` are converted to the model's arena dtype
-(float32 by default). A float32 C-contiguous ``X`` is used as is; float64 or integer ``X`` is
-cast once (a copy), and that copy is cached on the loader.
+``X`` is one array or a tuple of arrays, one per argument of ``forward`` (``forward(self, x_num,
+x_cat)`` takes ``DataLoader((X_num, X_cat), y)``), each with one row per sample; an array of more
+than 2 dims reaches the model in its own shape (``(N, C, H, W)`` as ``(B, C, H, W)``), see
+:mod:`nnjit.data.inputs`.
+
+Dtype rule (documented behaviour): float and bool inputs, and ``y``, are converted to the model's
+arena dtype (float32 by default). A float32 C-contiguous 2-D ``X`` is used as is; float64 ``X`` is
+cast once (a copy), and that copy is cached on the loader. An input of an integer dtype stays
+integer (indices for an ``Embedding``; stored as int32 bits in a float32 arena, int64 in float64):
+cast it with ``X.astype(np.float32)`` to feed it to float layers, as in PyTorch.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
 from nnjit.checks import Int
 from nnjit.data.augment import check_augment
 from nnjit.data.images import ImageDataset
+from nnjit.data.inputs import InputSpec, Inputs, all_finite, to_arena
+
+__all__ = ["DataLoader", "all_finite", "check_features", "check_targets", "to_arena"]
 
 
 class DataLoader:
     """Training or validation data.
 
     Args:
-        X: features, shape ``(N, F)``, finite numbers.
+        X: features, shape ``(N, F)`` (or ``(N, C, H, W)``, ...), finite numbers; or a tuple of
+            such arrays with the same ``N``, one per input of the model's ``forward``.
         y: targets: class indices ``(N,)``, one-hot ``(N, C)`` or regression targets ``(N, K)``.
         batch_size: rows per step (>= 1). The last batch is shorter unless ``drop_last``.
         shuffle: reshuffle the rows every epoch (training only).
@@ -44,31 +53,51 @@ class DataLoader:
             if y is not None:
                 raise ValueError("DataLoader: an ImageDataset holds its labels: pass no y")
             dataset, augment = X, X.augment if augment is None else augment
-            X, y, image_dims = dataset.flat_images(), dataset.labels, dataset.image_dims
+            X, y, image_dims = dataset.images, dataset.labels, dataset.image_dims
+        self._inputs = X if isinstance(X, Inputs) else Inputs(X, "DataLoader: X")
+        self.X = self._inputs.arrays if self._inputs.multi else self._inputs.arrays[0]
+        specs = self._inputs.specs
+        if image_dims is None and len(specs) == 1 and len(specs[0].dims) == 3:
+            image_dims = specs[0].dims  # (an (N, C, H, W) array)
         self.image_dims = image_dims
         self.augment = check_augment(augment, image_dims, "DataLoader")
-        self.X = check_features(X, "DataLoader: X")
-        self.y = None if y is None else check_targets(y, len(self.X), "DataLoader: y")
+        self.y = None if y is None else check_targets(y, self._inputs.n_rows, "DataLoader: y")
         self.batch_size = int(batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         self._cache: dict = {}
 
+    _inputs: Inputs | None = None  # (graph loaders set X themselves: one float input)
+
     def __len__(self) -> int:
         """Number of batches per epoch."""
-        n = len(self.X)
+        n = self.n_samples
         return n // self.batch_size if self.drop_last and n >= self.batch_size else -(
             -n // self.batch_size)
 
     @property
     def n_samples(self) -> int:
-        return len(self.X)
+        return self._inputs.n_rows if self._inputs is not None else len(self.X)
+
+    @property
+    def inputs(self) -> Inputs | None:
+        """The checked input arrays (None for a graph's loaders, whose X is node features)."""
+        return self._inputs
+
+    @property
+    def input_specs(self) -> tuple[InputSpec, ...]:
+        """Each input's row shape and kind, in ``forward``'s argument order."""
+        if self._inputs is not None:
+            return self._inputs.specs
+        return (InputSpec((int(self.X.shape[1]),)),)
 
     def features(self, dtype) -> np.ndarray:
-        """X in the arena dtype, C-contiguous (cached), finite after the cast."""
+        """The inputs packed into one C-contiguous ``(N, total columns)`` matrix of the arena
+        dtype (cached), floats finite after the cast, integer inputs as integer bits."""
         key = ("X", np.dtype(dtype))
         if key not in self._cache:
-            self._cache[key] = to_arena(self.X, dtype, f"{type(self).__name__}: X")
+            self._cache[key] = (self._inputs.packed(dtype) if self._inputs is not None else
+                                to_arena(self.X, dtype, f"{type(self).__name__}: X"))
         return self._cache[key]
 
     def targets(self, loss, n_outputs: int, dtype) -> np.ndarray:
@@ -81,7 +110,7 @@ class DataLoader:
         return self._cache[key]
 
     def __repr__(self) -> str:
-        return (f"DataLoader(n_samples={len(self.X)}, batch_size={self.batch_size}, "
+        return (f"DataLoader(n_samples={self.n_samples}, batch_size={self.batch_size}, "
                 f"shuffle={self.shuffle}, drop_last={self.drop_last}"
                 + (f", augment={self.augment}" if self.augment is not None else "") + ")")
 
@@ -116,36 +145,3 @@ def check_targets(y, n: int, where: str) -> np.ndarray:
         row = int(np.flatnonzero(~np.isfinite(y.reshape(n, -1)).all(axis=1))[0])
         raise ValueError(f"{where} contains NaN or inf (first at row {row})")
     return y
-
-
-def to_arena(a: np.ndarray, dtype, where: str) -> np.ndarray:
-    """``a`` as a C-contiguous array of the arena ``dtype``, checked finite AFTER the cast: a
-    float64 value beyond float32's range passes a check made before it and becomes inf."""
-    dtype = np.dtype(dtype)
-    if a.dtype.kind != "f" or a.dtype.itemsize <= dtype.itemsize:
-        return np.ascontiguousarray(a, dtype=dtype)  # (exact or widening: finite stays finite)
-    with np.errstate(over="ignore"):
-        out = np.ascontiguousarray(a, dtype=dtype)
-    if not all_finite(out):
-        flat = int(np.flatnonzero(~np.isfinite(out.reshape(-1)))[0])
-        row, col = divmod(flat, out.shape[1]) if out.ndim == 2 else (flat, 0)
-        value = a.reshape(-1)[flat].item()
-        raise ValueError(f"{where} has a value beyond {dtype}'s range (first at row {row}, column "
-                         f"{col}: {value!r}), which would be inf in the model's {dtype} arena; "
-                         f"rescale the data or use Trainer(dtype=np.float64)")
-    return out
-
-
-def all_finite(a: np.ndarray) -> bool:
-    """True unless the float array ``a`` holds a NaN or an inf (other kinds always pass).
-
-    Looks at two elements instead of ``np.isfinite(a).all()``: ``argmax``/``argmin`` return the
-    first NaN when there is one, else the largest (+inf) and smallest (-inf) element. They are
-    plain array methods: a ufunc and its reduction cost ~30 us the first time a fit uses them
-    with cold CPU caches (the benchmark's case), more than the work on a small data set.
-    """
-    if a.dtype.kind != "f" or a.size == 0:
-        return True
-    if a.dtype.itemsize > 8:  # long double: its finite extremes need not fit a Python float
-        return bool(np.isfinite(a).all())
-    return math.isfinite(a.item(a.argmax())) and math.isfinite(a.item(a.argmin()))

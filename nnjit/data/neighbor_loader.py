@@ -45,7 +45,9 @@ class NeighborLoader(DataLoader):
         self.seeds = np.flatnonzero(self.mask).astype(np.int64)
         if len(self.seeds) == 0:
             raise ValueError(f"NeighborLoader: the mask {mask!r} selects no nodes")
-        super().__init__(self.seeds.reshape(-1, 1), graph.y[self.seeds], batch_size, shuffle)
+        # (float ids: an integer array would be an integer input, whose bits the sampler misreads)
+        super().__init__(self.seeds.reshape(-1, 1).astype(np.float64), graph.y[self.seeds],
+                         batch_size, shuffle)
 
     def features(self, dtype) -> np.ndarray:
         """The seed node ids, as the arena dtype (exact below 2**24 nodes in float32)."""

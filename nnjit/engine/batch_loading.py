@@ -2,13 +2,45 @@
 
 Shared by the interpreter (:func:`load_rows`, the plain loader) and the graph family's sampled
 batch loader (:mod:`nnjit.graph.sampled_batch`), which both import it.
+
+The rows of X hold every input of the model side by side (:mod:`nnjit.data.inputs`); the layout
+vector has one ``(slot, first column, columns)`` entry per input after its head. Rows are copied
+through integer views of the arrays (int32 for float32, int64 for float64), so an integer input's
+bits arrive unchanged whatever they would mean as a float (a NaN pattern included); a float is
+the same bits either way.
 """
 
-from nnjit.engine.fields import (L_AUG_C, L_AUG_FLIP, L_AUG_H, L_AUG_PAD, L_AUG_SLOT, L_AUG_W,
-                                 L_INPUT, L_TARGET)
+import numpy as np
+from numba.extending import overload
+
+from nnjit.engine.fields import (
+    INPUT_ENTRY_WIDTH,
+    INPUT_FIRST_COLUMN,
+    INPUT_SLOT,
+    L_AUG_C,
+    L_AUG_FLIP,
+    L_AUG_H,
+    L_AUG_PAD,
+    L_AUG_SLOT,
+    L_AUG_W,
+    L_N_INPUTS,
+    L_TARGET,
+    LAYOUT_HEAD,
+)
 from nnjit.kernels._jit import jit
 from nnjit.kernels.augment import augment_rows
 from nnjit.tape.slot_views import slot_view
+
+
+def as_bits(a):
+    """``a`` (a C-contiguous float32/float64 array) viewed as int32/int64 (compiled code only)."""
+    raise NotImplementedError("as_bits runs in compiled code only")
+
+
+@overload(as_bits, inline="always")
+def _as_bits(a):
+    bits = np.int32 if a.dtype.bitwidth == 32 else np.int64
+    return lambda a: a.view(bits)
 
 
 @jit
@@ -21,6 +53,19 @@ def load_batch(src, perm, use_perm, start, rows, dst):
             dst[r, j] = src[k, j]
 
 
+@jit
+def load_columns(src, perm, use_perm, start, rows, first, dst):
+    """Copy columns ``first .. first + C`` of ``rows`` rows of ``src`` (via ``perm`` when
+    ``use_perm``) into ``dst`` (rows, C), bit for bit."""
+    s, d = as_bits(src), as_bits(dst)
+    cols = d.shape[1]
+    for r in range(rows):
+        k = perm[start + r] if use_perm else start + r
+        row = s[k, first : first + cols]  # (``s[k, first + j]`` may be negative: not vectorised)
+        for j in range(cols):
+            d[r, j] = row[j]
+
+
 @jit(inline="always")
 def load_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots, layout,
               gdata, rng):
@@ -29,7 +74,10 @@ def load_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, s
     A build whose op families supply a job loader (the graph family's
     :func:`nnjit.graph.sampled_batch.load_graph_job`) calls that one instead.
     """
-    load_batch(src_x, perm, use_perm, start, rows, slot_view(values, slots, layout[L_INPUT], rows))
+    for i in range(layout[L_N_INPUTS]):
+        entry = LAYOUT_HEAD + i * INPUT_ENTRY_WIDTH
+        load_columns(src_x, perm, use_perm, start, rows, layout[entry + INPUT_FIRST_COLUMN],
+                     slot_view(values, slots, layout[entry + INPUT_SLOT], rows))
     if with_targets:
         load_batch(src_y, perm, use_perm, start, rows,
                    slot_view(values, slots, layout[L_TARGET], rows))

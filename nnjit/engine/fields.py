@@ -85,8 +85,9 @@ MONITOR_VAL_LOSS, MONITOR_VAL_ACCURACY, MONITOR_TRAIN_LOSS = 0, 1, 2
     ST_LR,  # learning rate of the next optimizer step
     ST_FIT_STEP,  # optimizer steps taken in this fit (index into the LR table)
     ST_ACCUM_N,  # minibatches accumulated towards the next step
-) = range(24)
-STATE_WIDTH = 24
+    ST_BAD_RECORD,  # 1 + the first record whose op found bad input data in this job (0: none)
+) = range(25)
+STATE_WIDTH = 25
 
 # History columns (float64, one row per epoch).
 H_EPOCH, H_TRAIN_LOSS, H_TRAIN_ACC, H_VAL_LOSS, H_VAL_ACC, H_LR, H_SECONDS = range(7)

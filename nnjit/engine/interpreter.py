@@ -51,6 +51,7 @@ from nnjit.engine.fields import (
     L_OUTPUT,
     L_SCRATCH,
     ST_ACCUM_N,
+    ST_BAD_RECORD,
     ST_BATCH_LOSS,
     ST_CURSOR,
     ST_DIR,
@@ -265,6 +266,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
     loss_op = layout[L_LOSS_OP]
     dense_mode = int(cfg[C_DENSE_MODE])
     stats = state[ST_BATCH_LOSS : ST_BATCH_LOSS + 3]
+    bad_input = state[ST_BAD_RECORD : ST_BAD_RECORD + 1]  # ops report bad data here
     n = X.shape[0]
     n_val = Xv.shape[0] if task == TASK_FIT else 0
     batch = int(cfg[C_BATCH]) if task == TASK_FIT else int(cfg[C_EVAL_BATCH])
@@ -332,11 +334,18 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
         else:
             stop = -1
         ctx = (is_train, rows, records, slots, hyper, values, grads, rng, scratch, gdata, stats,
-               dense_mode)
+               dense_mode, bad_input)
         status, where = replay(direction, int(state[ST_CURSOR]), stop, ctx)
         if status != st.DONE:
             state[ST_CURSOR] = where
             return status, where
+        if bad_input[0] != 0.0:  # an op found bad input data (an index out of range)
+            where = int(bad_input[0]) - 1
+            bad_input[0] = 0.0
+            state[ST_JOB] = -1
+            if task == TASK_FIT:
+                restore_best(cfg, state, params, best)
+            return st.BAD_INPUT, where
         if direction == DIR_FORWARD and is_train:
             state[ST_DIR] = DIR_BACKWARD
             state[ST_CURSOR] = loss_op - 1

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nnjit.data.inputs import InputSpec
+from nnjit.dtypes import integer_dtype
 from nnjit.engine import compile_notice, fields
 from nnjit.engine import interpreter as it
 from nnjit.engine import status as st
@@ -68,16 +70,30 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} GiB"  # (unreachable)
 
 
+def _input_entries(inputs) -> list[int]:
+    """The layout vector's input table: ``(slot, first column, columns)`` per input, the inputs'
+    columns side by side in X in argument order."""
+    entries, first = [], 0
+    for x in inputs:
+        entries += [x.slot, first, x.cols]
+        first += x.cols
+    return entries
+
+
 class Program:
     """Records, slot table and arenas of one traced model.
 
-    Built by :meth:`from_tape`; the model's parameters become views into ``values`` so training
-    updates them in place and ``model.state_dict()`` always shows the current weights.
+    The model's parameters become views into ``values`` so training updates them in place and
+    ``model.state_dict()`` always shows the current weights. ``input`` is the traced input
+    tensor, or a sequence of them for a model with several inputs (``forward(self, x_num,
+    x_cat)``): the compiled loader copies each one's columns of the packed X into its slot.
     """
 
     def __init__(
-        self, tape: Tape, input: Tensor, target: Tensor, output: Tensor, loss: Tensor, seed: int = 0
+        self, tape: Tape, input: Tensor | tuple[Tensor, ...], target: Tensor, output: Tensor,
+        loss: Tensor, seed: int = 0
     ):
+        inputs = (input,) if isinstance(input, Tensor) else tuple(input)
         self.tape = tape
         nodes = self.nodes = tape.nodes
         self.dtype = tape.dtype
@@ -116,7 +132,10 @@ class Program:
             raise ValueError("the loss must be the last op recorded on the tape")
         self.loss_op = loss_ops[0]
         self.loss_opcode = nodes[self.loss_op].opcode
-        self.input_slot, self.target_slot, self.output_slot = input.slot, target.slot, output.slot
+        self.input_slots = tuple(x.slot for x in inputs)
+        self.input_specs = tuple(InputSpec(x.dims, x.is_integer) for x in inputs)
+        self.input_slot = self.input_slots[0]  # (a graph model's node features)
+        self.target_slot, self.output_slot = target.slot, output.slot
         slots.append(SlotSpec(scratch, 1, name="scratch"))
         self.slots, size, self.n_params, grad_size = layout(slots, self.dtype)
         nbytes = (size + grad_size) * np.dtype(self.dtype).itemsize
@@ -129,16 +148,16 @@ class Program:
             raise ArenaTooLarge(nbytes, self.max_batch) from None
         self.hyper = np.array(tape.hyper + [0.0], dtype=np.float64)
         self.layout = np.array([  # in L_* order (see _LAYOUT_ORDER)
-            input.slot,  # L_INPUT
+            inputs[0].slot,  # L_INPUT
             target.slot,  # L_TARGET
             output.slot,  # L_OUTPUT
             self.loss_op,  # L_LOSS_OP
             self.n_params,  # L_N_PARAMS
             len(slots) - 1,  # L_SCRATCH
             self.max_batch,  # L_MAX_BATCH
-            1,  # L_N_INPUTS
+            len(inputs),  # L_N_INPUTS
             -1, 0, 0, 0, 0, 0,  # L_AUG_*: no augmentation
-            input.slot, 0, input.cols,  # the input's entry: slot, first column, columns
+            *_input_entries(inputs),  # per input: slot, first column in X, columns
         ], dtype=np.int64)
         self.current_rows = self.max_batch
         self.rng = seed_state(seed)
@@ -157,7 +176,16 @@ class Program:
             compile_notice.watch(self._execute, build_name(self.families), _VALUES_ARG)
         for slot, init in tape.constants.items():  # data the ops read: sparse feature values
             off, rows, cols = (int(v) for v in self.slots[slot, [S_OFFSET, S_ROWS, S_COLS]])
-            self.values[off : off + rows * cols] = np.asarray(init, self.dtype).ravel()
+            span = self.values[off : off + rows * cols]
+            if slots[slot].integer:  # the integers' bits, never a float conversion
+                ints, kind = np.asarray(init).ravel(), integer_dtype(self.dtype)
+                if ints.size and not (np.iinfo(kind).min <= ints.min()
+                                      and ints.max() <= np.iinfo(kind).max):
+                    raise ValueError(f"constant '{slots[slot].name}': integers outside the "
+                                     f"{kind} range of a {self.dtype} arena")
+                span.view(kind)[:] = ints
+            else:
+                span[:] = np.asarray(init, self.dtype).ravel()
         tape.program = self
 
     # -- views ---------------------------------------------------------------------------------
@@ -168,6 +196,11 @@ class Program:
             rows = self.current_rows
         buf = self.grads if grad else self.values
         return buf[off : off + rows * cols].reshape(rows, cols)
+
+    def integer_view(self, slot: int) -> np.ndarray:
+        """:meth:`view` of an integer slot's values as the integers it holds (int32 in float32
+        arenas, int64 in float64 arenas)."""
+        return self.view(slot).view(integer_dtype(self.dtype))
 
     @property
     def params(self) -> np.ndarray:
@@ -180,7 +213,8 @@ class Program:
 
     @property
     def n_features(self) -> int:
-        return int(self.slots[self.input_slot, S_COLS])
+        """Columns of the packed X: every input's, side by side."""
+        return sum(int(self.slots[s, S_COLS]) for s in self.input_slots)
 
     @property
     def target_cols(self) -> int:
@@ -234,6 +268,7 @@ class Program:
                     return status
                 continue
             if status != st.DONE:
+                self.current_rows = int(state[fields.ST_ROWS])  # (views show the failed batch)
                 st.raise_for_status(
                     int(status), int(where), int(state[fields.ST_EPOCH]), self,
                     restored=bool(state[fields.ST_RESTORED]),

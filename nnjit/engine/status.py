@@ -13,6 +13,7 @@ INTERRUPTED = 4  # a STOP_NOW request (a second Ctrl-C) abandoned the running ep
 NO_ROWS = 5  # the task has no rows to run (no job): Python's checks should have said so first
 UNKNOWN_OPCODE = 6  # no dispatch branch of the build handles the returned record's opcode
 UNKNOWN_OPTIMIZER = 7  # the run configuration's optimizer kind (returned) has no update branch
+BAD_INPUT = 8  # the returned record's op found bad input data (an index out of range)
 NONFINITE_TRAIN_LOSS = 10
 NONFINITE_VAL_LOSS = 11
 
@@ -28,6 +29,31 @@ class TrainingDivergedError(FloatingPointError):
 
 class UnknownOpcodeError(RuntimeError):
     """A record's opcode has no branch in the compiled loop's dispatch: the run stopped there."""
+
+
+class BadInputError(IndexError):
+    """An op found bad input data (an embedding index out of range): the task stopped after
+    that batch's forward pass, before any weight changed. The message names the layer, the bad
+    value and the valid range."""
+
+
+def _bad_input_message(op_index: int, program) -> str:
+    """The layer of record ``op_index`` and what its op's spec says was wrong with its input."""
+    from nnjit.ops.family import registry  # (the engine sits below the op families)
+
+    node = program.nodes[op_index] if 0 <= op_index < len(program.nodes) else None
+    if node is None:
+        return f"the compiled loop reported bad input at record {op_index}, which does not exist"
+    layer = node.owner or "<model>"
+    try:
+        spec = registry.spec(node.opcode)
+    except KeyError:
+        spec = None
+    if spec is None or spec.bad_input is None:
+        what = f"{op_name(node.opcode)} found bad input data"
+    else:
+        what = spec.bad_input(program, op_index)
+    return f"layer '{layer}': {what}"
 
 
 def _unknown_opcode_message(op_index: int, program) -> str:
@@ -80,6 +106,8 @@ def raise_for_status(status: int, op_index: int, epoch: int, program, restored: 
         raise RuntimeError(f"the run configuration names optimizer kind {op_index}, which the "
                            "compiled loop does not know (nnjit.kernels.optim.optimizer_step has "
                            "no branch for it): the run stopped before that update")
+    if status == BAD_INPUT:
+        raise BadInputError(_bad_input_message(op_index, program))
     if status == NO_ROWS:
         raise ValueError("the data has no rows to run (0 samples, or a mask that selects no "
                          "node)")

@@ -46,6 +46,7 @@ def input_width(model: Module, input_shape, where: str) -> int:
         trainer = model.__dict__.get("_trainer")
         program = getattr(trainer, "program", None)
         if program is not None and getattr(trainer, "_graph", None) is None:
+            _refuse_inputs(model, program.input_specs, where)
             return int(program.n_features)
         first = next((m for _, m in walk_modules(model) if isinstance(m, Linear)), None)
         if first is None:
@@ -82,6 +83,12 @@ def trace_model(model: Module, n_features: int, dtype, where: str) -> Trace:
                 seen.add(id(p))
                 named.append((f"{path}.{name}" if path else name, p))
     tape.parameters(named)
+    from nnjit.train.trainer import _check_forward_arity
+
+    try:
+        _check_forward_arity(model, 1, where)
+    except ValueError as exc:
+        raise NotImplementedError(f"{exc}; export supports models with one float input") from None
     x = tape.input(n_features, "input")
     try:
         with tape.recording():
@@ -94,3 +101,13 @@ def trace_model(model: Module, n_features: int, dtype, where: str) -> Trace:
         raise TypeError(f"{where}: {type(model).__name__}.forward must return the output tensor "
                         f"of its last layer, got {type(out).__name__}")
     return Trace(tape, x, out, modules)
+
+
+def _refuse_inputs(model: Module, specs, where: str) -> None:
+    """Export writes one float ``(batch, n_features)`` input: refuse a model laid out for several
+    inputs or an integer one, saying why."""
+    if len(specs) == 1 and not specs[0].integer:
+        return
+    shown = ", ".join(s.describe() for s in specs)
+    raise NotImplementedError(f"{where}: {type(model).__name__} takes {shown}; export supports "
+                              "models with one float input")

@@ -10,6 +10,8 @@ from nnjit.nn.activation import Sigmoid as Sigmoid
 from nnjit.nn.activation import Softplus as Softplus
 from nnjit.nn.activation import Tanh as Tanh
 from nnjit.nn.dropout import Dropout as Dropout
+from nnjit.nn.embedding import Embedding as Embedding
+from nnjit.nn.flatten import Flatten as Flatten
 from nnjit.nn.gnn import GATConv as GATConv
 from nnjit.nn.gnn import GCNConv as GCNConv
 from nnjit.nn.gnn import MessagePassing as MessagePassing
@@ -22,6 +24,9 @@ from nnjit.nn.normalization import LayerNorm as LayerNorm
 from nnjit.nn.buffer import Buffer as Buffer
 from nnjit.nn.op import Op as Op
 from nnjit.nn.parameter import Parameter as Parameter
+from nnjit.nn.pooling import AdaptiveAvgPool2d as AdaptiveAvgPool2d
+from nnjit.nn.pooling import AvgPool2d as AvgPool2d
+from nnjit.nn.pooling import MaxPool2d as MaxPool2d
 from nnjit.nn.sequential import Sequential as Sequential
 
 # The inspiring C++ engine's names: thin aliases, not a second implementation.

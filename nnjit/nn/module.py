@@ -24,8 +24,9 @@ from nnjit.nn.walk import walk_modules
 from nnjit.tape.tape import Symbolic, Tape, current_tape
 
 MSG_DATA_CALL = (
-    "{cls} was called with {n} arguments: on data, call the model with one, an array of shape "
-    "(N, in_features), or a Graph for graph models (model(X) is model.predict(X))"
+    "{cls} was called with no arguments: on data, call the model with an array of shape "
+    "(N, in_features) (one per input of forward), or a Graph for graph models (model(X) is "
+    "model.predict(X))"
 )
 MSG_ARRAY_IN_TRACE = (
     "{cls} was called on arrays while the model is being traced: forward must pass on the "
@@ -250,7 +251,8 @@ class Module:
         On data, ``model(X)`` returns the raw outputs ``(N, out_features)`` of the compiled
         forward, as :meth:`predict` does: in evaluation (dropout off, no gradients) whatever
         ``model.training`` says, which stays as it is; PyTorch's
-        ``with torch.no_grad(): model.eval()(x)``. ``X`` is an ``(N, in_features)`` array, or a
+        ``with torch.no_grad(): model.eval()(x)``. ``X`` is an ``(N, in_features)`` array
+        (``model(X_num, X_cat)`` for a model with several inputs), or a
         :class:`~nnjit.data.graph.Graph` for graph models.
         """
         # Runs once per module per trace; kept lean (it is most of a small model's set-up time).
@@ -268,10 +270,11 @@ class Module:
             cls = type(self).__name__
             if tape is not None:
                 raise TypeError(MSG_ARRAY_IN_TRACE.format(cls=cls))
-            if len(args) != 1:
-                raise TypeError(MSG_DATA_CALL.format(cls=cls, n=len(args)))
-            # data, not a trace: the compiled forward
-            return self._inference_trainer()._outputs(args[0], f"{cls}(X)")
+            if not args:
+                raise TypeError(MSG_DATA_CALL.format(cls=cls))
+            # data, not a trace: the compiled forward (one array per input of forward)
+            return self._inference_trainer()._outputs(args[0] if len(args) == 1 else args,
+                                                      f"{cls}(X)")
         if _takes_tape(type(self)):
             args = (tape,) + args
         owners = tape.owners
@@ -392,7 +395,9 @@ class Module:
         which need no fit either. ``model(X)`` is the same call.
 
         Args:
-            X: ``(N, in_features)`` array, or a :class:`~nnjit.data.graph.Graph` (or
+            X: ``(N, in_features)`` array (``(N, C, H, W)`` for images), a tuple of arrays
+                ``(X_num, X_cat)`` for a model with several inputs (``forward(self, x_num,
+                x_cat)``), or a :class:`~nnjit.data.graph.Graph` (or
                 :class:`~nnjit.data.full_batch.FullBatch`) for graph models: every node's row.
 
         Returns:
@@ -415,24 +420,28 @@ class Module:
             trainer = provider("inference_trainer", f"{type(self).__name__}.predict")(self)
         return trainer
 
-    def summary(self, input_shape=None, *, graph=None) -> None:
+    def summary(self, input_shape=None, *, graph=None, dtypes=None) -> None:
         """Print a table of the layers (Keras' ``model.summary()``): each module's dotted path,
         type, output shape (``None`` is the batch dimension) and parameter count (its
         sub-modules' included, so a container's row repeats its layers'), then the totals.
         :meth:`summary_str` returns the same text.
 
         Args:
-            input_shape: the input width (an int, or a shape whose last entry is the width);
-                by default the first layer's ``in_features`` (``in_channels`` for graph
-                layers).
+            input_shape: the input width (an int), a shape ``(None, *dims)`` (``(None, 1, 28,
+                28)`` for images; the batch entry is ignored), or a tuple of shapes, one per
+                input of ``forward`` (``((None, 4), (None, 2))``); by default the inputs the
+                model was laid out for, else the first layer's ``in_features``
+                (``in_channels`` for graph layers).
             graph: for graph models, the :class:`~nnjit.data.graph.Graph` to trace on (output
                 shapes need it; without it, the table shows parameter counts only).
+            dtypes: one dtype per input (as torchinfo's): an integer dtype traces an integer
+                input (indices for an ``Embedding``); floats by default.
         """
-        print(self.summary_str(input_shape, graph=graph))
+        print(self.summary_str(input_shape, graph=graph, dtypes=dtypes))
 
-    def summary_str(self, input_shape=None, *, graph=None) -> str:
+    def summary_str(self, input_shape=None, *, graph=None, dtypes=None) -> str:
         """The table :meth:`summary` prints, as a string."""
-        return summary_table(self, input_shape, graph)
+        return summary_table(self, input_shape, graph, dtypes)
 
     # -- display -------------------------------------------------------------------------------
     def extra_repr(self) -> str:

@@ -17,11 +17,11 @@ from nnjit.tape.tape import Tensor
 _COLUMNS = ("Layer (path)", "Type", "Output shape", "Params")
 
 
-def summary_table(model, input_shape=None, graph=None) -> str:
+def summary_table(model, input_shape=None, graph=None, dtypes=None) -> str:
     """The text of :meth:`nnjit.nn.Module.summary` (see there): one row per module, below the
     model, by dotted path; a module's count includes its sub-modules' parameters."""
     modules = walk_modules(model)
-    shapes, note, input_desc = _traced_shapes(model, modules, input_shape, graph)
+    shapes, note, input_desc = _traced_shapes(model, modules, input_shape, graph, dtypes)
     rows = [(name, "Parameter", str(tuple(p.shape)), f"{p.size:,}")  # the model's own
             for name, p in model._parameters.items()]
     for path, module in modules[1:]:  # (the model itself is the totals)
@@ -48,28 +48,53 @@ def summary_table(model, input_shape=None, graph=None) -> str:
     return "\n".join(out)
 
 
-def _input_width(modules, input_shape) -> int | None:
-    if input_shape is not None:
-        shape = (input_shape,) if isinstance(input_shape, (int, np.integer)) else tuple(input_shape)
-        last = shape[-1] if shape else None
-        if not is_int(last) or last < 1:
-            raise ValueError(f"summary: input_shape must be a width >= 1 or a shape ending with "
-                             f"one, got {input_shape!r}")
-        return int(shape[-1])
-    for _, module in modules:
-        for attr in ("in_features", "in_channels"):
-            width = getattr(module, attr, None)
-            if isinstance(width, (int, np.integer)) and width > 0:
-                return int(width)
-    return None
+def _row_dims(shape, input_shape) -> tuple[int, ...]:
+    """The row shape of one input: ``n`` or ``(n,)`` is ``(n,)``; ``(batch, *dims)`` is
+    ``dims`` (the batch entry, None or an int, is ignored)."""
+    shape = (shape,) if is_int(shape) else tuple(shape)
+    dims = shape if len(shape) == 1 else shape[1:]
+    if not dims or not all(is_int(d) and d >= 1 for d in dims):
+        raise ValueError(f"summary: input_shape must be a width >= 1, a shape (None, *dims) "
+                         f"of sizes >= 1, or a tuple of such shapes (one per input), got "
+                         f"{input_shape!r}")
+    return tuple(int(d) for d in dims)
 
 
-def _traced_shapes(model, modules, input_shape, graph):
+def _input_specs(model, modules, input_shape, dtypes):
+    """The inputs to trace on (a tuple of InputSpec), or None when nothing says the width."""
+    from nnjit.data.inputs import InputSpec
+
+    if input_shape is None:
+        trainer = model.__dict__.get("_trainer")
+        program = getattr(trainer, "program", None)
+        if program is not None and program.graph is None and dtypes is None:
+            return program.input_specs  # (what the model was laid out for)
+        widths = [int(w) for _, m in modules for attr in ("in_features", "in_channels")
+                  if isinstance(w := getattr(m, attr, None), (int, np.integer)) and w > 0]
+        if not widths:
+            return None
+        shapes = [(widths[0],)]
+    elif isinstance(input_shape, (tuple, list)) and input_shape and all(
+            isinstance(s, (tuple, list)) for s in input_shape):
+        shapes = [_row_dims(s, input_shape) for s in input_shape]  # one shape per input
+    else:
+        shapes = [_row_dims(input_shape, input_shape)]
+    if dtypes is None:
+        kinds = [False] * len(shapes)
+    else:
+        dtypes = list(dtypes)
+        if len(dtypes) != len(shapes):
+            raise ValueError(f"summary: dtypes has {len(dtypes)} entries for {len(shapes)} "
+                             "inputs")
+        kinds = [np.dtype(d).kind in "iu" for d in dtypes]
+    return tuple(InputSpec(d, k) for d, k in zip(shapes, kinds))
+
+
+def _traced_shapes(model, modules, input_shape, graph, dtypes=None):
     """``({id(module): "(rows, cols)"}, note, input description)``; shapes None if no trace."""
     from nnjit.data.full_batch import FullBatch
     from nnjit.data.graph import Graph
 
-    width = _input_width(modules, input_shape)
     is_graph_model = any(m.takes_edges for _, m in modules)
     if graph is not None and not isinstance(graph, (Graph, FullBatch)):
         raise TypeError(f"summary: graph must be a Graph or FullBatch, got {type(graph).__name__}")
@@ -77,8 +102,10 @@ def _traced_shapes(model, modules, input_shape, graph):
         return None, "Output shapes: pass graph=... (the Graph to trace on) to see them", None
     if graph is not None:
         graph = graph.graph if isinstance(graph, FullBatch) else graph
-        width = graph.num_features
-    if width is None:
+        specs = graph.num_features
+    else:
+        specs = _input_specs(model, modules, input_shape, dtypes)
+    if specs is None:
         return None, "Output shapes: pass input_shape=... (the input width) to see them", None
     if not model.parameters():
         return None, None, None
@@ -90,13 +117,20 @@ def _traced_shapes(model, modules, input_shape, graph):
         wrapped.append(module)
         module.__dict__["forward"] = _noting(module, shapes, batch_rows=graph is None)
     try:
-        trainer.trace(width, graph)  # (only traces: nothing laid out)
+        trainer.trace(specs, graph)  # (only traces: nothing laid out)
     finally:
         for module in wrapped:
             del module.__dict__["forward"]
-    desc = (f"a graph of {graph.num_nodes} nodes with {width} features" if graph is not None
-            else f"(None, {width})")
+    desc = (f"a graph of {graph.num_nodes} nodes with {specs} features" if graph is not None
+            else _describe(specs))
     return shapes, None, desc
+
+
+def _describe(specs) -> str:
+    """``(None, 4)``, or each input's shape and kind: ``(None, 3) float, (None, 2) int``."""
+    if len(specs) == 1 and not specs[0].integer:
+        return "(" + ", ".join(["None", *map(str, specs[0].dims)]) + ")"
+    return ", ".join(s.describe() for s in specs)
 
 
 def _noting(module, shapes: dict, batch_rows: bool):
@@ -107,7 +141,7 @@ def _noting(module, shapes: dict, batch_rows: bool):
         out = forward(*args)
         if isinstance(out, Tensor):
             rows = "None" if batch_rows and out.spec.batch else str(int(out.rows))
-            shapes[id(module)] = f"({rows}, {out.cols})"
+            shapes[id(module)] = "(" + ", ".join([rows, *map(str, out.dims)]) + ")"
         return out
 
     return noted

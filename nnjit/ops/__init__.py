@@ -28,6 +28,7 @@ from nnjit.ops.context import (
     output_grad_flat,
     output_grad_view,
     output_view,
+    report_bad_input,
 )
 from nnjit.ops.family import OpFamily, register, registry
 from nnjit.ops.spec import OpSpec, parse_signature
@@ -36,5 +37,5 @@ __all__ = [
     "OpFamily", "OpSpec", "register", "registry", "parse_signature", "kernel", "dispatcher",
     "accumulates", "aux_of", "batch_rows", "has_input", "hyper_of", "input_flat",
     "input_grad_flat", "input_grad_view", "input_view", "is_training", "needs_grad",
-    "output_flat", "output_grad_flat", "output_grad_view", "output_view",
+    "output_flat", "output_grad_flat", "output_grad_view", "output_view", "report_bad_input",
 ]

@@ -1,10 +1,11 @@
 """The compiled side of an op: the ``ctx`` tuple every dispatcher receives, and its accessors.
 
 ``ctx = (training, rows, records, slots, hyper, values, grads, rng, scratch, gdata, stats,
-dense_mode)``: whether this batch trains (dropout draws masks, losses write their gradient seed),
-the batch's row count, the record table, the slot table, the float64 hyperparameter table, the
-value and gradient arenas, the model's RNG state, a scratch span of the gradient arena, the
-program's graph data, the current job's (loss sum, correct, counted) and the BLAS kernel mode.
+dense_mode, bad_input)``: whether this batch trains (dropout draws masks, losses write their
+gradient seed), the batch's row count, the record table, the slot table, the float64
+hyperparameter table, the value and gradient arenas, the model's RNG state, a scratch span of the
+gradient arena, the program's graph data, the current job's (loss sum, correct, counted), the BLAS
+kernel mode and the one-element bad-input field (:func:`report_bad_input`).
 Family dispatchers read it through the accessors below (all inlined), never by position.
 """
 
@@ -13,7 +14,7 @@ from nnjit.tape.records import ACCUMULATE, NEEDS_GRAD, R_AUX0, R_IN0, R_OUT
 from nnjit.tape.slot_views import slot_flat, slot_view
 
 (CTX_TRAINING, CTX_ROWS, CTX_RECORDS, CTX_SLOTS, CTX_HYPER, CTX_VALUES, CTX_GRADS, CTX_RNG,
- CTX_SCRATCH, CTX_GDATA, CTX_STATS, CTX_DENSE_MODE) = range(12)
+ CTX_SCRATCH, CTX_GDATA, CTX_STATS, CTX_DENSE_MODE, CTX_BAD_INPUT) = range(13)
 
 
 def kernel(fn=None, **overrides):
@@ -55,6 +56,17 @@ def needs_grad(ctx, i, k):
 def accumulates(ctx, i, k):
     """Whether input ``k``'s gradient is added to (True) or overwritten (False: first writer)."""
     return (ctx[CTX_RECORDS][i, 8] & ACCUMULATE[k]) != 0
+
+
+@dispatcher
+def report_bad_input(ctx, i):
+    """Record ``i`` found bad input data (an index out of range): the op computes something
+    harmless (never reading out of bounds) and returns True as usual; the interpreter stops the
+    task after this forward replay with status BAD_INPUT naming the first such record, and
+    Python asks the op's spec (:attr:`~nnjit.ops.OpSpec.bad_input`) what was wrong."""
+    bad = ctx[CTX_BAD_INPUT]
+    if bad[0] == 0.0:
+        bad[0] = i + 1.0
 
 
 @dispatcher

@@ -3,7 +3,8 @@
 An op's shape rule is a gufunc-style ``signature`` over named dimensions, e.g. dense
 ``"(B,I),(O,I),(1,O)?->(B,O)"``: one parenthesised shape per input, ``?`` after an optional input
 (the recorder may pass None; its record holds slot -1), ``->`` and the output's shape. A dimension
-is a name, an integer or a product of them (``H*C``: H heads of C channels). Graph ops use ``N``
+is a name, an integer, a product of them (``H*C``: H heads of C channels) or a sum of such
+terms (``F+G``: two inputs' features side by side). Graph ops use ``N``
 (nodes), ``E`` (edges of the op's CSR), ``H`` (heads) and ``C`` (channels).
 """
 
@@ -14,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 _SHAPE = re.compile(r"\(([^()]*)\)(\?)?")
-_DIM = re.compile(r"^([A-Za-z_]\w*|\d+)(\*([A-Za-z_]\w*|\d+))*$")
+_FACTOR = r"([A-Za-z_]\w*|\d+)"
+_TERM = rf"{_FACTOR}(\*{_FACTOR})*"
+_DIM = re.compile(rf"^{_TERM}(\+{_TERM})*$")
 
 
 def _parse(sig: str):
@@ -22,7 +25,7 @@ def _parse(sig: str):
     if not isinstance(sig, str) or sig.count("->") != 1:
         raise ValueError(f"signature {sig!r}: expected 'inputs->output', e.g. '(B,F)->(B,F)'")
     # spaces may pad the punctuation, never split a dimension name
-    left, right = (re.sub(r"\s*([(),?*])\s*", r"\1", s).strip() for s in sig.split("->"))
+    left, right = (re.sub(r"\s*([(),?*+])\s*", r"\1", s).strip() for s in sig.split("->"))
     inputs, optional = [], []
     pos = 0
     while pos < len(left):
@@ -46,8 +49,8 @@ def _dims(text: str, sig: str) -> tuple[str, ...]:
     dims = tuple(text.split(",")) if text else ()
     for d in dims:
         if not _DIM.match(d):
-            raise ValueError(f"signature {sig!r}: bad dimension {d!r} (a name, an integer or a "
-                             "product such as H*C)")
+            raise ValueError(f"signature {sig!r}: bad dimension {d!r} (a name, an integer, a "
+                             "product such as H*C or a sum such as F+G)")
     return dims
 
 
@@ -64,16 +67,20 @@ def optional_inputs(sig: str) -> tuple[bool, ...]:
 
 
 def dim_value(expr: str, dims: dict[str, int]) -> int:
-    """The value of one dimension expression (``"H*C"`` -> ``dims["H"] * dims["C"]``)."""
-    value = 1
-    for factor in expr.split("*"):
-        if factor.isdigit():
-            value *= int(factor)
-        elif factor in dims:
-            value *= int(dims[factor])
-        else:
-            raise KeyError(f"dimension {factor!r} has no value (given: {sorted(dims)})")
-    return value
+    """The value of one dimension expression (``"H*C"`` -> ``dims["H"] * dims["C"]``,
+    ``"F+G"`` -> ``dims["F"] + dims["G"]``: a sum of products)."""
+    total = 0
+    for term in expr.split("+"):
+        value = 1
+        for factor in term.split("*"):
+            if factor.isdigit():
+                value *= int(factor)
+            elif factor in dims:
+                value *= int(dims[factor])
+            else:
+                raise KeyError(f"dimension {factor!r} has no value (given: {sorted(dims)})")
+        total += value
+    return total
 
 
 def dim_names(sig: str) -> tuple[str, ...]:
@@ -82,7 +89,7 @@ def dim_names(sig: str) -> tuple[str, ...]:
     names: list[str] = []
     for shape in (*inputs, output):
         for expr in shape:
-            for factor in expr.split("*"):
+            for factor in re.split(r"[*+]", expr):
                 if not factor.isdigit() and factor not in names:
                     names.append(factor)
     return tuple(names)
@@ -103,9 +110,11 @@ class OpSpec:
         recorder: records the op on the inputs' tape, ``recorder(*inputs, **hyper) -> Tensor``
             (the ``functional`` entry or ``Tensor`` operator; graph ops take the ``Edges`` first).
         hyper: names of the op's scalar parameters, in order: floats in the tape's hyper table
-            behind aux0, aux1... (activations, dropout); for graph ops the recorder's keyword
-            arguments that the reference takes too (``heads``, ``kind``).
-        sample_hyper: values of ``hyper`` the generic tests use.
+            behind aux0, aux1... (activations, dropout); for graph ops and ops with a geometry
+            ``block`` (pooling) the recorder's keyword arguments that the reference takes too
+            (``heads``, ``kind``, ``kernel_size``).
+        sample_hyper: values of ``hyper`` the generic tests use (a tuple: alternatives, the
+            gradient check draws one; other tests take the first).
         input_domain: (low, high) range of generated input values (away from poles).
         grad_inputs: indices of the inputs that take gradients (() = not differentiable).
         aux: meaning of each aux field the op uses, ``{"aux0": "...", ...}``.
@@ -118,6 +127,15 @@ class OpSpec:
         scratch: ``scratch(node, slots) -> int``: elements of the shared scratch span the op's
             kernels need (im2col buffers...), from its :class:`~nnjit.tape.tape.Node` and the
             tape's slot specs (batch slots sized for the largest batch); None: no scratch.
+        bad_input: ``bad_input(program, i) -> str``: what was wrong with the input data of
+            record ``i`` after its kernel reported it (``nnjit.ops.report_bad_input``), e.g. the
+            out-of-range index and the valid range; it may read the record's input slots
+            (``program.view``: the batch that failed is still loaded).
+        derive_dims: for ops whose output dims follow from their hyperparameters (a pool's
+            ``OH, OW`` from ``H, W``, kernel, stride, padding): ``derive_dims(dims, hyper) ->
+            dims``, from the named dims drawn for the signature (a dict) and the hyper values
+            (the recorder's keyword arguments) to the complete dims: the derived ones filled
+            in, input dims raised where the geometry needs more. None: every dim is free.
     """
 
     name: str
@@ -135,6 +153,8 @@ class OpSpec:
     sample_inputs: Callable | None = None
     int_inputs: tuple[int, ...] = ()
     scratch: Callable | None = None
+    bad_input: Callable | None = None
+    derive_dims: Callable | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not re.fullmatch(r"[A-Z][A-Z0-9_]*", self.name):

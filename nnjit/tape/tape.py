@@ -143,6 +143,8 @@ class Tensor(Symbolic):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         where = f"{self.tape.current_owner or 'view'}"
+        if len(shape) == 1 and self.cols == 1 and shape[0] in (-1, self.rows):
+            return Tensor(self.tape, self.slot, ())  # one value per row: shape (batch,)
         if len(shape) < 2:
             raise ValueError(f"{where}: view{shape}: give the batch dimension first, e.g. "
                              f"x.view(-1, {self.cols})")
@@ -192,6 +194,12 @@ class Tensor(Symbolic):
 
     def __mul__(self, other: Tensor) -> Tensor:
         return OPERATORS["mul"](self, other)
+
+    def __getitem__(self, key) -> Tensor:
+        """Columns of a 2-D tensor: ``x[:, j]`` (shape ``(batch,)``), ``x[:, a:b]``."""
+        return OPERATORS["getitem"](self, key)
+
+    __iter__ = None  # (a symbolic tensor has no elements to iterate over)
 
     def __repr__(self) -> str:
         kind = ", integer" if self.is_integer else ""
@@ -309,11 +317,17 @@ class Tape:
                                     integer=bool(integer)))
         return t if dims is None else t.view(-1, *dims)
 
-    def constant(self, values: np.ndarray, name: str) -> Tensor:
-        """A fixed-size slot holding ``values`` (rows, cols), written once after layout."""
+    def constant(self, values: np.ndarray, name: str, integer: bool = False) -> Tensor:
+        """A fixed-size slot holding ``values`` (rows, cols), written once after layout;
+        ``integer``: ``values`` are integers (indices), stored as their bits (int32 in a float32
+        arena, int64 in a float64 one), never converted to float."""
         values = np.asarray(values)
         values = values.reshape(len(values), -1) if values.ndim != 2 else values
-        t = self._new_slot(SlotSpec(values.shape[0], values.shape[1], name=name, constant=True))
+        if integer and values.dtype.kind not in "iu":
+            raise TypeError(f"constant '{name}': integer=True needs an integer array, got "
+                            f"{values.dtype}")
+        t = self._new_slot(SlotSpec(values.shape[0], values.shape[1], name=name, constant=True,
+                                    integer=bool(integer)))
         self.constants[t.slot] = values
         return t
 

@@ -19,7 +19,9 @@ from nnjit.data.adapt import FitData, GraphInput, as_loader, empty_rows, with_va
 from nnjit.data.augment import NO_AUGMENTATION, augmentation_fields, set_augmentation
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
-from nnjit.data.loader import DataLoader, check_features, to_arena
+from nnjit.data.images import ImageDataset
+from nnjit.data.inputs import InputSpec, Inputs, spec_mismatch
+from nnjit.data.loader import DataLoader
 from nnjit.dtypes import DEFAULT_DTYPE, SUPPORTED_DTYPES
 from nnjit.engine import fields
 from nnjit.engine import status as st
@@ -114,19 +116,23 @@ class Trainer:
         self.initial_epoch_ = 0
 
     # -- compilation -----------------------------------------------------------------------------
-    def trace(self, n_features: int, graph=None) -> tuple[Tape, Tensor, Tensor]:
+    def trace(self, n_features, graph=None) -> tuple[Tape, Tensor | tuple[Tensor, ...], Tensor]:
         """Record the model's ``forward`` on symbolic tensors, laying nothing out and compiling
-        nothing: ``(tape, input, output)``. :meth:`Module.summary` reads output shapes from it.
+        nothing: ``(tape, input, output)``, ``input`` a tuple of tensors for several inputs.
+        :meth:`Module.summary` reads output shapes from it.
 
         Args:
-            n_features: the input width (for a graph, its node features' width).
+            n_features: the input width (for a graph, its node features' width), or a sequence of
+                :class:`~nnjit.data.inputs.InputSpec`, one per input of ``forward``.
             graph: for graph models, the :class:`~nnjit.data.graph.Graph` (or
                 :class:`~nnjit.data.full_batch.FullBatch`) to trace on; None for array data.
         """
         self._use_graph(FullBatch(graph) if isinstance(graph, Graph) else graph)
-        return self._trace(n_features, 1)
+        specs = ((InputSpec((int(n_features),)),) if not isinstance(n_features, (tuple, list))
+                 else tuple(n_features))
+        return self._trace(specs, 1, "trace")
 
-    def _trace(self, n_features: int, max_batch: int):
+    def _trace(self, specs: tuple[InputSpec, ...], max_batch: int, where: str):
         tape = Tape(self.dtype, self._graph.max_rows if self._graph is not None else max_batch)
         self._modules = walk_modules(self.model)  # traversed once per trace
         self._module_dicts = [module.__dict__ for _, module in self._modules]
@@ -150,41 +156,48 @@ class Trainer:
         if self._graph is not None:
             from nnjit.graph.edges import graph_inputs
 
-            x, features, edges = graph_inputs(tape, self._graph, n_features)
+            x, features, edges = graph_inputs(tape, self._graph, specs[0].cols)
             if x is None:  # sparse features: the batch input is an empty placeholder
                 x = tape.input(0, "input")
             with tape.recording():
                 out = self.model(features, edges)
         else:
-            x = tape.input(n_features, "input")
+            if any(module.takes_edges for _, module in self._modules):
+                _refuse_graph_model(self.model, where)  # (before forward's arity, which misleads)
+            _check_forward_arity(self.model, len(specs), where)
+            xs = tuple(tape.input(spec.cols, "input" if len(specs) == 1 else f"input{i}",
+                                  dims=spec.dims if len(spec.dims) > 1 else None,
+                                  integer=spec.integer) for i, spec in enumerate(specs))
             with tape.recording():
-                out = self.model(x)
+                out = self.model(*xs)
+            x = xs[0] if len(xs) == 1 else xs
         if not isinstance(out, Tensor) or out.tape is not tape:
             raise TypeError(f"{type(self.model).__name__}.forward must return the output tensor "
                             f"of its last layer, got {type(out).__name__}")
         return tape, x, out
 
-    def _compile(self, X: np.ndarray, y, max_batch: int, where: str, *, inference: bool = False):
-        """Trace and lay out the model if needed; return ``y(n_outputs)`` (the targets in the
-        arena dtype), or None without ``y``.
+    def _compile(self, specs: tuple[InputSpec, ...], y, max_batch: int, where: str, *,
+                 inference: bool = False, inputs: Inputs | None = None):
+        """Trace and lay out the model for inputs of ``specs`` if needed; return ``y(n_outputs)``
+        (the targets in the arena dtype), or None without ``y``. ``inputs``: the arrays, named
+        in the error when they do not fit a model already laid out.
 
         An inference call (``inference=True``: predict, evaluate) lays out a program only when
         there is none (or the graph changed) and otherwise runs on the one there is, whatever
         batch size it holds. A fit or gradients call replaces a layout made for inference by the
         one it would have made on a fresh trainer, so predicting first changes no bit of a fit.
         """
-        n_features = X.shape[1]
         program, graph = self.program, self._graph
         if program is not None:
             self._adopt_parameters()
             if graph is None:
-                self._check_feature_count(X, where)
+                self._check_inputs(specs, inputs, where)
             if inference and program.graph is graph:
                 return None if y is None else y(program.output_cols)
         n_outputs = program.output_cols if program is not None else None
         tape = None
         if n_outputs is None:
-            tape, x, out = self._trace(n_features, max_batch)
+            tape, x, out = self._trace(specs, max_batch, where)
             n_outputs = out.cols
         Y = None if y is None else y(n_outputs)
         target_cols = Y.shape[1] if Y is not None else (
@@ -200,8 +213,8 @@ class Trainer:
             program = None
         if program is None:
             if tape is None:
-                tape, x, out = self._trace(n_features, max_batch if self._inference_layout
-                                           else max(max_batch, self._max_batch()))
+                tape, x, out = self._trace(specs, max_batch if self._inference_layout
+                                           else max(max_batch, self._max_batch()), where)
             target = tape.input(target_cols, "target")
             loss = self.loss.record(tape, out, target)
             try:
@@ -365,13 +378,15 @@ class Trainer:
         data = FitData(train, val, self._graph_input, self.loss, self.dtype)
 
         # Lay the model out for the data; the targets take the width of its outputs.
-        Y = self._compile(data.X, data.targets, data.max_rows, "fit")
+        Y = self._compile(data.specs, data.targets, data.max_rows, "fit",
+                          inputs=data.train.inputs)
         program = self.program
         if not data.sampled:  # a batch norm refuses training batches of one row
             check_batch_statistics(program, len(data.X), data.train.batch_size,
                                    getattr(data.train, "drop_last", False), "fit")
         Xv, Yv = data.validation_arrays(program.output_cols, Y)
-        augmentation = augmentation_fields(data.train, program.layout)
+        augmentation = augmentation_fields(data.train, program.layout,
+                                           program.input_specs[0].dims)
 
         # The plan becomes the compiled loop's settings; the run state starts (or continues).
         steps_per_epoch = plan.steps_per_epoch(len(data.train))
@@ -594,33 +609,48 @@ class Trainer:
             return None
         self._use_graph(data)
         X = data.features(self.dtype)
-        self._compile(X, None, data.batch_size, what, inference=True)
+        self._compile(data.input_specs, None, data.batch_size, what, inference=True)
         return X
 
     def _inference_input(self, data, what: str, targets=None) -> np.ndarray:
-        """``data`` (an array, a Graph or a FullBatch) as the batch input in the arena dtype, with
-        the model laid out for it if it is not yet; ``targets(n_outputs)``, when given, sets the
-        target width of a first layout (evaluate)."""
+        """``data`` (an array, a tuple of arrays (one per input), their checked
+        :class:`~nnjit.data.inputs.Inputs`, an ImageDataset, a Graph or a FullBatch) as the
+        batch input in the arena dtype, with the model laid out for it if it is not yet;
+        ``targets(n_outputs)``, when given, sets the target width of a first layout
+        (evaluate)."""
         graph_x = self._graph_features(data, what)
         if graph_x is not None:
             return graph_x
-        X = to_arena(check_features(data, f"{what}: X"), self.dtype, f"{what}: X")
+        if isinstance(data, ImageDataset):  # (its labels are not an input)
+            data = data.images
+        inputs = data if isinstance(data, Inputs) else Inputs(data, f"{what}: X")
         if self.program is None:
             self._use_graph(None)
             _refuse_graph_model(self.model, what)
         else:
-            self._check_feature_count(X, what)
-        self._compile(X, targets, max(1, min(len(X), _INFERENCE_BATCH)), what, inference=True)
+            self._check_inputs(inputs.specs, inputs, what)
+        X = inputs.packed(self.dtype)
+        self._compile(inputs.specs, targets, max(1, min(len(X), _INFERENCE_BATCH)), what,
+                      inference=True, inputs=inputs)
         return X
 
-    def _check_feature_count(self, X, where: str) -> None:
-        """Reject X whose width differs from the compiled model's input, naming the first layer."""
+    def _check_inputs(self, specs: tuple[InputSpec, ...], inputs: Inputs | None,
+                      where: str) -> None:
+        """Reject inputs whose number, row shapes or kinds (integer, float) differ from those the
+        model was traced with; a single table of the wrong width names the first layer."""
         program = self.program
-        if X.shape[1] != program.n_features:
+        traced = program.input_specs
+        problem = spec_mismatch(specs, traced, where)
+        if problem is None:
+            return
+        if len(specs) == len(traced) == 1 and len(specs[0].dims) == len(traced[0].dims) == 1 \
+                and specs[0].integer == traced[0].integer:
             first = next((n for n in program.nodes if program.input_slot in n.inputs), None)
             layer = first.owner if first is not None else type(self.model).__name__
-            raise ValueError(f"{where}: layer '{layer}' expects input with {program.n_features} "
-                             f"features, got array of shape {X.shape}")
+            shape = inputs.arrays[0].shape if inputs is not None else (None, specs[0].cols)
+            problem = (f"{where}: layer '{layer}' expects input with {traced[0].cols} "
+                       f"features, got array of shape {shape}")
+        raise ValueError(problem)
 
     def _run_simple(self, task, X, Y, out):
         state = RunState.for_task()
@@ -693,8 +723,9 @@ class Trainer:
         if isinstance(loader, FullBatch):
             X = self._inference_input(loader, "evaluate")
         else:
-            X = self._inference_input(loader.X, "evaluate",
-                                      lambda k: loader.targets(self.loss, k, self.dtype))
+            X = self._inference_input(loader.inputs if loader.inputs is not None else loader.X,
+                                      "evaluate", lambda k: loader.targets(self.loss, k,
+                                                                           self.dtype))
         Y = loader.targets(self.loss, self.program.output_cols, self.dtype)
         if Y.shape[1] != self.program.target_cols:
             raise ValueError(f"evaluate: y has {Y.shape[1]} columns, the model was laid out for "
@@ -717,12 +748,12 @@ class Trainer:
             loader = FullBatch(X, y)
             self._use_graph(loader)
         else:
-            X = check_features(X, "gradients: X")
-            loader = DataLoader(X, y, batch_size=len(X), shuffle=False)
+            inputs = Inputs(X, "gradients: X")
+            loader = DataLoader(inputs, y, batch_size=inputs.n_rows, shuffle=False)
             self._use_graph(None)
         Xa = loader.features(self.dtype)
-        Y = self._compile(Xa, lambda k: loader.targets(self.loss, k, self.dtype), len(Xa),
-                          "gradients")
+        Y = self._compile(loader.input_specs, lambda k: loader.targets(self.loss, k, self.dtype),
+                          len(Xa), "gradients", inputs=loader.inputs)
         check_batch_statistics(self.program, len(Xa), len(Xa), False, "gradients")
         state = RunState.for_task()
         with single_threaded_blas():
@@ -794,6 +825,39 @@ class Trainer:
 JITCompiler = Trainer
 
 _INFERENCE_BATCH = 256  # the largest batch a layout made for inference holds
+
+
+def _check_forward_arity(model: Module, n_inputs: int, where: str) -> None:
+    """Data with ``n_inputs`` arrays must match the positional arguments of ``forward``."""
+    cls = type(model)
+    names, required, varargs = _FORWARD_ARGS.get(cls) or _forward_args(cls)
+    if varargs or required <= n_inputs <= len(names):
+        return
+    takes = required if required == len(names) else f"{required} to {len(names)}"
+    given = "one array" if n_inputs == 1 else f"{n_inputs} arrays"
+    raise ValueError(f"{where}: {cls.__name__}.forward({', '.join(names)}) takes {takes} input"
+                     f"{'' if takes == 1 else 's'}, the data has {given} (pass a tuple of "
+                     "arrays, one per input, in forward's order)")
+
+
+_FORWARD_ARGS: dict[type, tuple] = {}  # (a trace checks it once; inspect costs ~20 us)
+
+
+def _forward_args(cls: type) -> tuple:
+    """``(positional names, how many are required, takes *args)`` of ``cls.forward``, after
+    ``self`` (and the seed engine's ``tape``)."""
+    import inspect
+
+    from nnjit.nn.module import _takes_tape
+
+    params = list(inspect.signature(cls.forward).parameters.values())[1:]  # (self)
+    if _takes_tape(cls):
+        params = params[1:]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    args = _FORWARD_ARGS[cls] = (
+        tuple(p.name for p in positional), sum(p.default is p.empty for p in positional),
+        any(p.kind is p.VAR_POSITIONAL for p in params))
+    return args
 
 
 def _refuse_graph_model(model: Module, what: str) -> None:

@@ -245,7 +245,7 @@ def test_training_batches_are_augmented_with_the_model_rng_and_nothing_else_is()
     trainer.evaluate(ds)
     np.testing.assert_array_equal(_input_rows(trainer, 16), ds.flat_images())
     trainer.fit(loader, epochs=1, verbose=False)
-    trainer.predict(ds.flat_images())
+    trainer.predict(ds)  # (the model was traced on (N, C, H, W) images: ds or ds.images)
     np.testing.assert_array_equal(_input_rows(trainer, 16), ds.flat_images())
 
 
@@ -281,7 +281,7 @@ def test_fit_takes_an_image_dataset_directly():
     trainer = _trainer()
     history = trainer.fit(ds, epochs=3, verbose=False)
     assert len(history) == 3
-    assert trainer.predict(ds.flat_images()).shape == (len(ds),)
+    assert trainer.predict(ds.images).shape == (len(ds),)
     assert set(trainer.evaluate(ds)) == {"loss", "accuracy"}
 
 

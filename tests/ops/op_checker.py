@@ -87,6 +87,18 @@ def check_reference_note(spec) -> None:
                            "which has no such test")
 
 
+def as_rows(a):
+    """A copy of ``a`` as a slot holds it: one row per sample (an image (B, C, H, W) is
+    (B, C*H*W))."""
+    return a.reshape(a.shape[0], -1).copy() if a.ndim > 2 else a.copy()
+
+
+def read_as(tensor, shape):
+    """``tensor`` read with ``shape``'s per-row dims (a no-op view) when the signature gives an
+    input more than two dimensions (``(B,C,H,W)``: an image)."""
+    return tensor.view(-1, *shape[1:]) if len(shape) > 2 else tensor
+
+
 def recorder_takes(spec, name: str) -> bool:
     return name in inspect.signature(spec.recorder).parameters
 
@@ -143,6 +155,8 @@ class Case:
             if isinstance(value, (tuple, list)):  # alternatives: draw one
                 value = value[draw(0, len(value) - 1)]
             self.hyper[h] = value
+        if spec.derive_dims is not None:  # output dims that follow from the geometry (pools)
+            self.dims = dict(spec.derive_dims(dict(self.dims), dict(self.hyper)))
         in_shapes, self.out_shape = spec.shapes(self.dims)
         # values a (low, high) domain cannot describe (class indices...) come from the spec
         sampler = getattr(spec, "sample_inputs", None)
@@ -154,7 +168,9 @@ class Case:
             elif self.is_features(k):
                 self.inputs.append(self.data.x.data.astype(np.float64).reshape(-1, 1))
             elif k in special:
-                value = np.asarray(special[k], np.float64)
+                value = np.asarray(special[k])  # integers (indices) stay integers: int_inputs
+                integer = k in getattr(spec, "int_inputs", ()) and value.dtype.kind in "iu"
+                value = value.astype(np.int64 if integer else np.float64)
                 if value.shape != tuple(shape):
                     raise OpCheckError(f"{spec.name}: sample_inputs gave input {k} shape "
                                        f"{value.shape}, the signature {spec.signature!r} says "
@@ -224,7 +240,7 @@ class Probe(nn.Module):
         spec = case.spec
         for k, a in enumerate(case.inputs):
             if a is not None and k in spec.grad_inputs:
-                setattr(self, f"in{k}", nn.Parameter(a.copy()))
+                setattr(self, f"in{k}", nn.Parameter(as_rows(a)))
         if spec.graph:
             width = case.out_shape[1]
             self.readout = nn.Parameter(case.rng.normal(size=(2, width)))
@@ -239,9 +255,10 @@ class Probe(nn.Module):
             elif case.is_features(k):
                 ins.append(features)  # the graph's sparse features (their non-zeros)
             elif hasattr(self, f"in{k}"):
-                ins.append(tape.parameter(getattr(self, f"in{k}"), f"in{k}"))
-            else:
-                ins.append(tape.constant(a, f"in{k}"))
+                ins.append(read_as(tape.parameter(getattr(self, f"in{k}"), f"in{k}"), a.shape))
+            else:  # a constant; an integer array is an integer slot (the spec's int_inputs)
+                ins.append(read_as(tape.constant(as_rows(a), f"in{k}",
+                                                 integer=a.dtype.kind in "iu"), a.shape))
         return ins
 
     def forward(self, x, edges=None):
@@ -314,12 +331,14 @@ def _run(spec, case: Case) -> str:
     else:
         loss = nn.MSELoss()
         X = np.zeros((case.out_shape[0], 1))
-        Y = case.rng.normal(size=case.out_shape)
+        Y = case.rng.normal(size=case.out_shape).reshape(case.out_shape[0], -1)
     trainer = nn.Trainer(model, nn.SGD(lr=0.1), loss, dtype=np.float64, seed=0)
     if not case.loss:  # trace (no targets needed) to hold the op's output to the shape rule
         trainer.predict_outputs(X)
-        shape = model.op_output.shape
-        if shape != tuple(case.out_shape):
+        # the slot, (rows, cols), and, for a signature with image dims, the tensor's shape
+        out, want = model.op_output, tuple(case.out_shape)
+        shape = out.shape if len(want) > 2 else (int(out.rows), out.cols)
+        if tuple(int(d) for d in shape) != want:
             raise OpCheckError(f"{spec.name}: output shape {shape}, the signature "
                                f"{spec.signature!r} says {tuple(case.out_shape)}")
     grads = trainer.gradients(X, Y)
@@ -329,8 +348,10 @@ def _run(spec, case: Case) -> str:
         if not np.isclose(got, float(expected), **FORWARD_TOL):
             raise OpCheckError(f"{spec.name}: loss {got!r} != reference {float(expected)!r}")
     else:  # the forward of the gradient run (training mode)
-        got = np.array(model.op_output.data, copy=True)
         expected = np.asarray(expected, np.float64)
+        got = np.array(model.op_output.data, copy=True)
+        if expected.ndim > 2 and got.size == expected.size:  # an image output held as rows
+            got = got.reshape(expected.shape)
         if expected.shape != got.shape:
             raise OpCheckError(f"{spec.name}: the reference returned shape {expected.shape}, the "
                                f"op {got.shape}")

@@ -17,6 +17,7 @@ from nnjit.ops.opcodes import BUILTIN_FAMILIES, SPECS, Opcode
 from nnjit.ops.spec import dim_names, optional_inputs
 from nnjit.tape import tape as tape_module
 from nnjit.tape.records import R_OPCODE
+from tests.ops.op_checker import as_rows, read_as
 
 ALL = sorted(registry.all_specs().items())
 
@@ -47,24 +48,34 @@ def test_every_registered_op_is_complete(opcode, spec):
 
 
 class Probe(nn.Module):
-    """Applies one op's recorder to parameters shaped by its signature."""
+    """Applies one op's recorder to parameters shaped by its signature (integer arrays, an
+    ``int_inputs`` input's sample, as integer constants)."""
 
     def __init__(self, spec, arrays, dims=None):
         super().__init__()
         self.spec = spec
         self.dims = dims or {}
-        self.n = len(arrays)
+        self.arrays = arrays
         for k, a in enumerate(arrays):
-            setattr(self, f"p{k}", nn.Parameter(a))
+            if a.dtype.kind == "f":
+                setattr(self, f"p{k}", nn.Parameter(as_rows(a)))
 
     def forward(self, x):
-        ins = [x.tape.parameter(getattr(self, f"p{k}"), f"p{k}") for k in range(self.n)]
-        # a hyperparameter named after a dim takes its value (as in tests/ops/op_checker.py)
-        hyper = {h: self.dims.get(h, self.spec.sample_hyper[h]) for h in self.spec.hyper}
-        return self.spec.recorder(*ins, **hyper)
+        ins = [read_as(x.tape.parameter(getattr(self, f"p{k}"), f"p{k}"), a.shape)
+               if a.dtype.kind == "f" else x.tape.constant(a, f"c{k}", integer=True)
+               for k, a in enumerate(self.arrays)]
+        return self.spec.recorder(*ins, **sample_hyper(self.spec, self.dims))
+
+
+def sample_hyper(spec, dims) -> dict:
+    """The spec's sample hyperparameters: one named after a dim takes its value (as in
+    tests/ops/op_checker.py), a tuple of alternatives its first."""
+    hyper = {h: dims.get(h, spec.sample_hyper[h]) for h in spec.hyper}
+    return {h: v[0] if isinstance(v, tuple) else v for h, v in hyper.items()}
 
 
 DIMS = {"B": 3, "I": 2, "O": 4, "F": 3}
+OTHER_DIM = 2  # any other named dimension (a hyperparameter of the same name takes its value)
 # every non-graph op mapping inputs to an output (losses end a tape: tests/ops/test_opcodes.py)
 MAPPED = [(op, s) for op, s in ALL if not s.graph and s.arity > 0
           and registry.family_of(op).name != "losses"]
@@ -75,14 +86,19 @@ def test_the_family_dispatchers_handle_every_op(opcode, spec):
     """Forward and backward of the op run in the compiled loop (an op without its branch stops
     with UnknownOpcodeError), and its output has the signature's shape."""
     rng = np.random.default_rng(opcode)
-    dims = {n: DIMS.get(n, 2) for n in dim_names(spec.signature)}  # (other dims: 2)
+    dims = {name: DIMS.get(name, OTHER_DIM) for name in dim_names(spec.signature)}
+    if spec.derive_dims is not None:  # output dims that follow from the geometry (pools)
+        dims = spec.derive_dims(dims, sample_hyper(spec, dims))
     in_shapes, out_shape = spec.shapes(dims)
-    arrays = [rng.uniform(0.1, 1.0, s) for s in in_shapes]
+    out_rows = (out_shape[0], int(np.prod(out_shape[1:])))  # an image (B, C, H, W) as rows
+    special = spec.sample_inputs(rng, dims) if spec.sample_inputs is not None else {}
+    arrays = [np.asarray(special[k]) if k in special and k in spec.int_inputs
+              else rng.uniform(0.1, 1.0, s) for k, s in enumerate(in_shapes)]
     model = Probe(spec, arrays, dims)
     trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
     X = np.zeros((DIMS["B"], 1))
-    grads = trainer.gradients(X, np.zeros(out_shape))
-    assert trainer.predict_outputs(X).shape == out_shape
+    grads = trainer.gradients(X, np.zeros(out_rows))
+    assert trainer.predict_outputs(X).shape == out_rows
     for k in spec.grad_inputs:
         assert np.isfinite(grads[f"p{k}"]).all()
     # one past the family's block is no op of the family: the same program stops there
@@ -98,9 +114,14 @@ def test_signatures_parse():
         (("B", "I"), ("O", "I"), ("1", "O")), ("B", "O"))
     assert optional_inputs("(N,H*C),(E,H)?,(1,H*C)?->(N,H*C)") == (False, True, True)
     assert parse_signature("->(E,1)") == ((), ("E", "1"))
+    assert parse_signature("(B, F), (B, G) -> (B, F + 2*G)") == (
+        (("B", "F"), ("B", "G")), ("B", "F+2*G"))
+    assert dim_names("(B,start+width+rest)->(B,width)") == ("B", "start", "width", "rest")
+    assert SPECS[Opcode.CONCAT].shapes({"B": 2, "F": 3, "G": 4}) == (((2, 3), (2, 4)), (2, 7))
     spec = SPECS[Opcode.SPMM]
     assert spec.shapes({"N": 5, "H": 2, "C": 3, "E": 7}) == (((5, 6), (7, 2), (1, 6)), (5, 6))
-    for bad in ("(B,F)", "(B,F)->(B,F),(B,F)", "(B,F)->(B,F)?", "(B,-1)->(B,F)", "(B F)->(B,F)"):
+    for bad in ("(B,F)", "(B,F)->(B,F),(B,F)", "(B,F)->(B,F)?", "(B,-1)->(B,F)", "(B F)->(B,F)",
+                "(B,F+)->(B,F)", "(B,+F)->(B,F)"):
         with pytest.raises(ValueError, match="signature"):
             parse_signature(bad)
     with pytest.raises(ValueError, match="has 1 inputs, arity says 2"):

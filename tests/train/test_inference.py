@@ -246,8 +246,11 @@ def test_model_call_on_arrays_keeps_the_training_mode():
 def test_model_call_errors_say_what_to_pass():
     X, _ = _iris()
     model = _mlp()
-    with pytest.raises(TypeError, match=r"Sequential was called with 2 arguments"):
-        model(X, X)
+    with pytest.raises(ValueError, match=r"Sequential\(X\): Sequential.forward\(x\) takes 1 "
+                                         r"input, the data has 2 arrays"):
+        model(X, X)  # (one array per input of forward)
+    with pytest.raises(TypeError, match=r"Sequential was called with no arguments"):
+        model()
     with pytest.raises(ValueError, match=r"Sequential\(X\): X must be 2-D"):
         model(X[0])
     with pytest.raises(TypeError, match=r"ReLU has no parameters"):
