@@ -26,15 +26,23 @@ from nnjit.nn import (
     ELU as ELU,
     GELU as GELU,
     SELU as SELU,
+    AdaptiveAvgPool2d as AdaptiveAvgPool2d,
+    AvgPool2d as AvgPool2d,
+    BatchNorm1d as BatchNorm1d,
+    BatchNorm2d as BatchNorm2d,
+    Conv2d as Conv2d,
     DenseLayer as DenseLayer,
     Dropout as Dropout,
     DropoutLayer as DropoutLayer,
     Embedding as Embedding,
+    Flatten as Flatten,
     GATConv as GATConv,
     GCNConv as GCNConv,
     LeakyReLU as LeakyReLU,
+    LayerNorm as LayerNorm,
     LeakyReLULayer as LeakyReLULayer,
     Linear as Linear,
+    MaxPool2d as MaxPool2d,
     Module as Module,
     Op as Op,
     Parameter as Parameter,
@@ -49,9 +57,6 @@ from nnjit.nn import (
     TanhLayer as TanhLayer,
     functional as functional,
 )
-from nnjit.nn import BatchNorm1d as BatchNorm1d  # (issue 13: normalization)
-from nnjit.nn import BatchNorm2d as BatchNorm2d
-from nnjit.nn import LayerNorm as LayerNorm
 from nnjit.optim import SGD as SGD
 from nnjit.optim import Adam as Adam
 from nnjit.optim import AdamW as AdamW
@@ -67,11 +72,13 @@ from nnjit.train.trainer import JITCompiler as JITCompiler
 from nnjit.train.trainer import Trainer as Trainer
 
 __all__ = [
+    "AdaptiveAvgPool2d",
+    "AvgPool2d",
     "BatchNorm1d",
     "BatchNorm2d",
-    "LayerNorm",
     "BCEWithLogitsLoss",
     "BadInputError",
+    "Conv2d",
     "CrossEntropyLoss",
     "DataLoader",
     "DenseLayer",
@@ -79,6 +86,7 @@ __all__ = [
     "DropoutLayer",
     "ELU",
     "Embedding",
+    "Flatten",
     "FullBatch",
     "GATConv",
     "GCNConv",
@@ -88,9 +96,11 @@ __all__ = [
     "SAGEConv",
     "JITCompiler",
     "L2Regularizer",
+    "LayerNorm",
     "LeakyReLU",
     "LeakyReLULayer",
     "Linear",
+    "MaxPool2d",
     "MSELoss",
     "Module",
     "NeighborLoader",

@@ -29,8 +29,9 @@ TASK_FIT, TASK_EVALUATE, TASK_PREDICT, TASK_GRADIENT = 0, 1, 2, 3
     L_AUG_C,  # the augmented input's (C, H, W)
     L_AUG_H,
     L_AUG_W,
-) = range(14)
-LAYOUT_HEAD = 14
+    L_N_TRAINABLE,  # the parameter block's trainable head; buffers (running statistics) follow
+) = range(15)
+LAYOUT_HEAD = 15
 INPUT_ENTRY_WIDTH = 3
 INPUT_SLOT, INPUT_FIRST_COLUMN, INPUT_COLUMNS = range(INPUT_ENTRY_WIDTH)
 LAYOUT_WIDTH = LAYOUT_HEAD + INPUT_ENTRY_WIDTH  # with one input

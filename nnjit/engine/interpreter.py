@@ -48,6 +48,7 @@ from nnjit.engine.fields import (
     DIR_IDLE,
     L_LOSS_OP,
     L_N_PARAMS,
+    L_N_TRAINABLE,
     L_OUTPUT,
     L_SCRATCH,
     ST_ACCUM_N,
@@ -257,9 +258,9 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
     batch_log, gdata = borrow(batch_log), borrow(gdata)
     n_params = layout[L_N_PARAMS]
     params = values[:n_params]  # the parameter block: parameters, then buffers (snapshots)
-    # The optimizer's state spans the trainable parameters only, the block's head: buffers
-    # (batch norm's running statistics) get no penalty, clipping or step.
-    n_trainable = min(opt_state.shape[1], n_params)
+    # The optimizer spans the trainable parameters only, the block's head: buffers (batch
+    # norm's running statistics) get no penalty, clipping or step.
+    n_trainable = layout[L_N_TRAINABLE]
     tparams = values[:n_trainable]
     pgrads = grads[:n_trainable]
     scratch = grads[slots[layout[L_SCRATCH], S_OFFSET]:]

@@ -23,7 +23,7 @@ _NO_BATCH_LOG = np.zeros((0, len(fields.BATCH_COLUMNS)), dtype=np.float64)
 _LAYOUT_ORDER = (fields.L_INPUT, fields.L_TARGET, fields.L_OUTPUT, fields.L_LOSS_OP,
                  fields.L_N_PARAMS, fields.L_SCRATCH, fields.L_MAX_BATCH, fields.L_N_INPUTS,
                  fields.L_AUG_SLOT, fields.L_AUG_PAD, fields.L_AUG_FLIP, fields.L_AUG_C,
-                 fields.L_AUG_H, fields.L_AUG_W)
+                 fields.L_AUG_H, fields.L_AUG_W, fields.L_N_TRAINABLE)
 if _LAYOUT_ORDER != tuple(range(fields.LAYOUT_HEAD)):
     raise ImportError("nnjit.engine.program: the layout vector no longer matches the L_* fields")
 
@@ -147,6 +147,9 @@ class Program:
         except MemoryError:
             raise ArenaTooLarge(nbytes, self.max_batch) from None
         self.hyper = np.array(tape.hyper + [0.0], dtype=np.float64)
+        # the optimizer's span: parameters come first in the block, buffers (no gradient) after
+        self.n_trainable = min([int(self.slots[k, S_OFFSET]) for k, spec in enumerate(slots)
+                                if spec.param and not spec.requires_grad], default=self.n_params)
         self.layout = np.array([  # in L_* order (see _LAYOUT_ORDER)
             inputs[0].slot,  # L_INPUT
             target.slot,  # L_TARGET
@@ -157,6 +160,7 @@ class Program:
             self.max_batch,  # L_MAX_BATCH
             len(inputs),  # L_N_INPUTS
             -1, 0, 0, 0, 0, 0,  # L_AUG_*: no augmentation
+            self.n_trainable,  # L_N_TRAINABLE
             *_input_entries(inputs),  # per input: slot, first column in X, columns
         ], dtype=np.int64)
         self.current_rows = self.max_batch

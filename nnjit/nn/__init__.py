@@ -9,6 +9,7 @@ from nnjit.nn.activation import ReLU as ReLU
 from nnjit.nn.activation import Sigmoid as Sigmoid
 from nnjit.nn.activation import Softplus as Softplus
 from nnjit.nn.activation import Tanh as Tanh
+from nnjit.nn.conv import Conv2d as Conv2d
 from nnjit.nn.dropout import Dropout as Dropout
 from nnjit.nn.embedding import Embedding as Embedding
 from nnjit.nn.flatten import Flatten as Flatten

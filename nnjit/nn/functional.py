@@ -13,6 +13,7 @@ from nnjit.ops.activations import (  # noqa: F401  (the public names of nn.funct
     softplus,
     tanh,
 )
+from nnjit.ops.conv import conv2d  # noqa: F401
 from nnjit.ops.dropout import dropout  # noqa: F401
 from nnjit.ops.embedding import embedding  # noqa: F401
 from nnjit.ops.joining import cat, concat  # noqa: F401
@@ -21,4 +22,4 @@ from nnjit.ops.pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noq
 
 __all__ = ["elu", "gelu", "leaky_relu", "relu", "selu", "sigmoid", "softplus", "tanh", "dropout",
            "embedding", "cat", "concat", "batch_norm", "layer_norm", "max_pool2d", "avg_pool2d",
-           "adaptive_avg_pool2d"]
+           "adaptive_avg_pool2d", "conv2d"]

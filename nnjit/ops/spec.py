@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 _SHAPE = re.compile(r"\(([^()]*)\)(\?)?")
 _FACTOR = r"([A-Za-z_]\w*|\d+)"
@@ -95,6 +95,27 @@ def dim_names(sig: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+class OpGeometry(NamedTuple):
+    """One consistent case of an op whose shapes follow from its hyperparameters (what
+    :attr:`OpSpec.geometry` returns; the generic op check uses it).
+
+    Attributes:
+        dims: values of the signature's named dims replacing the drawn ones (the derived ones,
+            such as a convolution's output height, included).
+        hyper: keyword arguments for the recorder and the reference (kernel size, stride...).
+        views: ``{input index: per-row dims}``: the check records those inputs viewed so
+            (``x.view(-1, C, H, W)``) and passes them to the reference reshaped to
+            ``(rows, *dims)``.
+        out_dims: the output's expected per-row dims (``Tensor.dims``), e.g. ``(O, OH, OW)``;
+            the reference returns ``(rows, *out_dims)`` (None: the signature's 2-D shape).
+    """
+
+    dims: dict
+    hyper: dict
+    views: dict = {}
+    out_dims: tuple | None = None
+
+
 @dataclass(frozen=True)
 class OpSpec:
     """Everything about one op that is not compiled code.
@@ -136,6 +157,10 @@ class OpSpec:
             dims``, from the named dims drawn for the signature (a dict) and the hyper values
             (the recorder's keyword arguments) to the complete dims: the derived ones filled
             in, input dims raised where the geometry needs more. None: every dim is free.
+        geometry: ``geometry(draw, dims) -> OpGeometry`` for ops whose shapes depend on their
+            hyperparameters (convolution, pooling): from ``draw(lo, hi) -> int`` and the dims
+            drawn from the signature, a consistent case (dims, recorder keyword arguments, how
+            inputs are viewed, the output's dims); None: the signature's dims are independent.
     """
 
     name: str
@@ -155,6 +180,7 @@ class OpSpec:
     scratch: Callable | None = None
     bad_input: Callable | None = None
     derive_dims: Callable | None = None
+    geometry: Callable | None = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not re.fullmatch(r"[A-Z][A-Z0-9_]*", self.name):

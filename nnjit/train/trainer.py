@@ -150,9 +150,8 @@ class Trainer:
                     seen.add(id(b))
                     buffers.append((f"{path}.{name}" if path else name, b))
         # Buffers follow the parameters in the parameter block: the optimizer's span is its
-        # first n_trainable elements, snapshots and restores cover all of it.
+        # head (Program.n_trainable), snapshots and restores cover all of it.
         tape.parameters(named + buffers)
-        self._n_trainable = sum(p.data.size for _, p in named)
         if self._graph is not None:
             from nnjit.graph.edges import graph_inputs
 
@@ -253,7 +252,7 @@ class Trainer:
         elif self._pending_rng is not None:
             program.rng[:] = self._pending_rng
         self._bind_parameters(program)
-        self.optimizer.build(self._n_trainable, self.dtype)  # (the interpreter's step span)
+        self.optimizer.build(program.n_trainable, self.dtype)  # (the interpreter's step span)
         self._best = np.empty(program.n_params, dtype=self.dtype)
         spans = self.regularizer.spans(self.param_spans) if self.regularizer else _NO_SPANS
         if spans.dtype != np.int64 or not spans.flags.c_contiguous:  # (a custom regularizer)
@@ -446,7 +445,7 @@ class Trainer:
         """``training()``: the arrays the compiled fit reads besides the data, gathered at each
         call (a callback may replace the optimizer state)."""
         cfg, opt_hyper = self._cfg, self.optimizer.hyper_vector()
-        accum = (np.empty(self._n_trainable, self.dtype) if plan.accumulation_steps > 1
+        accum = (np.empty(self.program.n_trainable, self.dtype) if plan.accumulation_steps > 1
                  else empty_rows(self.dtype, None))
 
         def training():

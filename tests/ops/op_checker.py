@@ -12,7 +12,9 @@ Graph ops (``spec.graph``) run on a drawn graph (isolated nodes, duplicate edges
 with every edge set their recorder accepts (``csr="raw"`` / ``"loops"``, and the sparse feature
 matrix for an input shaped ``(Z, 1)``); their output is read out to two logits per node (node
 rows through a dense layer, edge rows first through a weighted propagation) for the graph's
-cross-entropy. Losses run as the trainer's loss.
+cross-entropy. Losses run as the trainer's loss. Ops whose shapes follow from their geometry
+(convolution, pooling) draw a consistent case through ``spec.geometry`` (``OpGeometry``: dims,
+recorder keywords, input views such as ``(C, H, W)``, the output's dims).
 
 ``check_op`` raises :class:`OpCheckError` naming the op and what failed; it takes its random
 choices from a ``draw(lo, hi) -> int`` function, so hypothesis (``hypothesis_draw``) or a seeded
@@ -157,6 +159,14 @@ class Case:
             self.hyper[h] = value
         if spec.derive_dims is not None:  # output dims that follow from the geometry (pools)
             self.dims = dict(spec.derive_dims(dict(self.dims), dict(self.hyper)))
+        # an op whose shapes follow from its geometry (convolution) draws a consistent case
+        # itself: dims, recorder keywords, input views and the output's per-row dims
+        self.views, self.out_dims = {}, None
+        if spec.geometry is not None:
+            geometry = spec.geometry(draw, dict(self.dims))
+            self.dims.update(geometry.dims)
+            self.hyper.update(geometry.hyper)
+            self.views, self.out_dims = dict(geometry.views), geometry.out_dims
         in_shapes, self.out_shape = spec.shapes(self.dims)
         # values a (low, high) domain cannot describe (class indices...) come from the spec
         sampler = getattr(spec, "sample_inputs", None)
@@ -212,13 +222,16 @@ class Case:
         return dims
 
     def reference(self):
-        args = [None if a is None else a.copy() for a in self.inputs]
+        args = [None if a is None else a.copy().reshape(len(a), *self.views.get(k, a.shape[1:]))
+                for k, a in enumerate(self.inputs)]
         if self.spec.graph:
             return self.spec.reference(self.graph, *args, **self.hyper)
         return self.spec.reference(*args, **self.hyper)
 
     def describe(self) -> str:
         parts = [f"dims {self.dims}", f"hyper {self.hyper}", f"inputs present {self.present}"]
+        if self.views:
+            parts.append(f"input views {self.views}")
         if self.graph is not None:
             parts.append(f"edge set {self.csr}, CSR indptr {self.graph.indptr.tolist()} "
                          f"src {self.graph.src.tolist()}")
@@ -259,6 +272,8 @@ class Probe(nn.Module):
             else:  # a constant; an integer array is an integer slot (the spec's int_inputs)
                 ins.append(read_as(tape.constant(as_rows(a), f"in{k}",
                                                  integer=a.dtype.kind in "iu"), a.shape))
+            if k in case.views:  # (an image read as (C, H, W), a kernel as (C, KH, KW))
+                ins[-1] = ins[-1].view(-1, *case.views[k])
         return ins
 
     def forward(self, x, edges=None):
@@ -337,10 +352,14 @@ def _run(spec, case: Case) -> str:
         trainer.predict_outputs(X)
         # the slot, (rows, cols), and, for a signature with image dims, the tensor's shape
         out, want = model.op_output, tuple(case.out_shape)
-        shape = out.shape if len(want) > 2 else (int(out.rows), out.cols)
+        flat = case.out_dims is not None or len(want) <= 2
+        shape = (int(out.rows), out.cols) if flat else out.shape
         if tuple(int(d) for d in shape) != want:
             raise OpCheckError(f"{spec.name}: output shape {shape}, the signature "
                                f"{spec.signature!r} says {tuple(case.out_shape)}")
+        if case.out_dims is not None and out.dims != tuple(case.out_dims):
+            raise OpCheckError(f"{spec.name}: output dims {out.dims}, its geometry says "
+                               f"{tuple(case.out_dims)}")
     grads = trainer.gradients(X, Y)
     expected = case.reference()
     if case.loss:
@@ -350,7 +369,9 @@ def _run(spec, case: Case) -> str:
     else:  # the forward of the gradient run (training mode)
         expected = np.asarray(expected, np.float64)
         got = np.array(model.op_output.data, copy=True)
-        if expected.ndim > 2 and got.size == expected.size:  # an image output held as rows
+        if case.out_dims is not None:  # (rows, *out_dims): compared as the slot's rows
+            expected = expected.reshape(len(expected), -1)
+        elif expected.ndim > 2 and got.size == expected.size:  # an image output held as rows
             got = got.reshape(expected.shape)
         if expected.shape != got.shape:
             raise OpCheckError(f"{spec.name}: the reference returned shape {expected.shape}, the "

@@ -17,7 +17,7 @@ from nnjit.ops.opcodes import BUILTIN_FAMILIES, SPECS, Opcode
 from nnjit.ops.spec import dim_names, optional_inputs
 from nnjit.tape import tape as tape_module
 from nnjit.tape.records import R_OPCODE
-from tests.ops.op_checker import as_rows, read_as
+from tests.ops.op_checker import as_rows, read_as, seeded_draw
 
 ALL = sorted(registry.all_specs().items())
 
@@ -51,11 +51,12 @@ class Probe(nn.Module):
     """Applies one op's recorder to parameters shaped by its signature (integer arrays, an
     ``int_inputs`` input's sample, as integer constants)."""
 
-    def __init__(self, spec, arrays, dims=None):
+    def __init__(self, spec, arrays, dims=None, geometry=None):
         super().__init__()
         self.spec = spec
         self.dims = dims or {}
         self.arrays = arrays
+        self.geometry = geometry
         for k, a in enumerate(arrays):
             if a.dtype.kind == "f":
                 setattr(self, f"p{k}", nn.Parameter(as_rows(a)))
@@ -64,7 +65,12 @@ class Probe(nn.Module):
         ins = [read_as(x.tape.parameter(getattr(self, f"p{k}"), f"p{k}"), a.shape)
                if a.dtype.kind == "f" else x.tape.constant(a, f"c{k}", integer=True)
                for k, a in enumerate(self.arrays)]
-        return self.spec.recorder(*ins, **sample_hyper(self.spec, self.dims))
+        hyper = sample_hyper(self.spec, self.dims)
+        if self.geometry is not None:  # (an image input viewed as (C, H, W)...)
+            ins = [t.view(-1, *self.geometry.views[k]) if k in self.geometry.views else t
+                   for k, t in enumerate(ins)]
+            hyper.update(self.geometry.hyper)
+        return self.spec.recorder(*ins, **hyper)
 
 
 def sample_hyper(spec, dims) -> dict:
@@ -87,16 +93,20 @@ def test_the_family_dispatchers_handle_every_op(opcode, spec):
     with UnknownOpcodeError), and its output has the signature's shape."""
     rng = np.random.default_rng(opcode)
     dims = {name: DIMS.get(name, OTHER_DIM) for name in dim_names(spec.signature)}
+    geometry = None
     if spec.derive_dims is not None:  # output dims that follow from the geometry (pools)
         dims = spec.derive_dims(dims, sample_hyper(spec, dims))
+    if spec.geometry is not None:  # shapes that follow from the op's geometry (conv)
+        geometry = spec.geometry(seeded_draw(opcode), dict(dims))
+        dims.update(geometry.dims)
     in_shapes, out_shape = spec.shapes(dims)
     out_rows = (out_shape[0], int(np.prod(out_shape[1:])))  # an image (B, C, H, W) as rows
     special = spec.sample_inputs(rng, dims) if spec.sample_inputs is not None else {}
     arrays = [np.asarray(special[k]) if k in special and k in spec.int_inputs
               else rng.uniform(0.1, 1.0, s) for k, s in enumerate(in_shapes)]
-    model = Probe(spec, arrays, dims)
+    model = Probe(spec, arrays, dims, geometry)
     trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
-    X = np.zeros((DIMS["B"], 1))
+    X = np.zeros((dims["B"], 1))
     grads = trainer.gradients(X, np.zeros(out_rows))
     assert trainer.predict_outputs(X).shape == out_rows
     for k in spec.grad_inputs:

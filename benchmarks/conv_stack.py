@@ -1,0 +1,159 @@
+"""A 3x3 convolution stack's forward + backward FLOP rate against the 1-thread GEMM peak.
+
+Workload (issue 13): ``Conv2d(32, 64, 3, padding=1) - Conv2d(64, 64, 3, padding=1)`` on a batch
+of 64 images 32x32 with 32 channels, float32, BLAS on 1 thread. One step is both forwards, both
+weight and bias gradients and the second layer's input gradient (the first layer's input is data:
+no gradient), run by nnjit's compiled conv kernels (:mod:`nnjit.kernels.conv`, the calls the
+interpreter's dispatcher makes) in one compiled loop. FLOPs counted: ``2 * B * O * OH * OW *
+C/g * kH * kW`` per product (forward, weight gradient, input gradient); the GEMM peak is
+:func:`benchmarks.scale.gemm_peak` (float32 1024^3, best route, best of trials).
+
+``python -m benchmarks.conv_stack`` prints the result; :func:`measure_conv_stack` returns it
+(the ``cnn`` benchmark calls it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import time
+
+import numpy as np
+
+from nnjit.kernels import conv as kc
+
+BATCH = 64
+IMAGE = 32
+LAYERS = ((32, 64), (64, 64))  # (in_channels, out_channels), 3x3, padding 1, stride 1
+KERNEL = 3
+TARGET_FRACTION = 0.70
+
+
+@functools.cache
+def _driver():
+    """A compiled loop of ``steps`` forward + backward steps through the conv kernels."""
+    import numba
+
+    @numba.njit(nogil=True)
+    def run(x, w1, b1, y1, w2, b2, y2, dy2, dy1, dw1, db1, dw2, db2, hyper, h1, h2, scratch,
+            steps):
+        for _ in range(steps):
+            kc.conv2d_forward(x, w1, b1, y1, True, hyper, h1, scratch)
+            kc.conv2d_forward(y1, w2, b2, y2, True, hyper, h2, scratch)
+            kc.conv2d_backward(y1, w2, dy2, dy1, dw2, db2, True, False, True, False, True,
+                               False, hyper, h2, scratch)
+            kc.conv2d_backward(x, w1, dy1, dy1, dw1, db1, False, False, True, False, True,
+                               False, hyper, h1, scratch)
+
+    return run
+
+
+def _layer(c, o, size, algorithm):
+    from nnjit.ops.conv import ALGORITHMS
+
+    algo = ALGORITHMS[algorithm]
+    block = (c, size, size, o, KERNEL, KERNEL, 1, 1, 1, 1, 1, 1, 1, size, size, algo,
+             kc.samples_per_product(size, size))
+    scratch = kc.scratch_elements(c, KERNEL, KERNEL, size, size, o, algo)
+    flops = 2.0 * BATCH * o * size * size * c * KERNEL * KERNEL
+    return block, scratch, flops
+
+
+def _conv_stack_seconds(repeats: int, min_trial_s: float) -> tuple[float, dict, float]:
+    """Best seconds per step, the algorithm per layer, FLOPs per step."""
+    from nnjit.ops.conv import choose_algorithm
+
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    (c1, o1), (c2, o2) = LAYERS
+    algos = {f"conv{k + 1} {c}->{o}": choose_algorithm(c, KERNEL, KERNEL, o)
+             for k, (c, o) in enumerate(LAYERS)}
+    a1, a2 = algos.values()
+    block1, s1, f1 = _layer(c1, o1, IMAGE, a1)
+    block2, s2, f2 = _layer(c2, o2, IMAGE, a2)
+    # forward of both, weight gradients of both, the second layer's input gradient
+    flops = f1 + f2 + f1 + f2 + f2
+    hyper = np.array(block1 + block2, np.float64)
+    px = IMAGE * IMAGE
+    x = rng.standard_normal(BATCH * c1 * px).astype(f32)
+    w1 = (rng.standard_normal(o1 * c1 * 9) * 0.05).astype(f32)
+    w2 = (rng.standard_normal(o2 * c2 * 9) * 0.05).astype(f32)
+    b1, b2 = np.zeros(o1, f32), np.zeros(o2, f32)
+    y1, y2 = np.zeros(BATCH * o1 * px, f32), np.zeros(BATCH * o2 * px, f32)
+    dy2 = rng.standard_normal(y2.size).astype(f32)
+    dy1 = np.zeros(y1.size, f32)
+    dw1, dw2, db1, db2 = np.zeros_like(w1), np.zeros_like(w2), np.zeros_like(b1), np.zeros_like(b2)
+    scratch = np.zeros(max(s1, s2), f32)
+    run = _driver()
+    args = (x, w1, b1, y1, w2, b2, y2, dy2, dy1, dw1, db1, dw2, db2, hyper, 0, len(block1),
+            scratch)
+    run(*args, 1)  # compile, warm
+    t0 = time.perf_counter()
+    run(*args, 1)
+    steps = max(1, int(min_trial_s / max(time.perf_counter() - t0, 1e-6)))
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        run(*args, steps)
+        best = min(best, (time.perf_counter() - t0) / steps)
+    return best, algos, flops
+
+
+def measure_conv_stack(repeats: int = 5, min_trial_s: float = 0.5, peak_trials: int = 5) -> dict:
+    """Forward + backward GFLOP/s of the 3x3 stack and the 1-thread float32 GEMM peak, both
+    with BLAS pinned to 1 thread (best of ``repeats`` trials of >= ``min_trial_s`` each, the
+    peak measured before and after: the better one is used).
+
+    Returns ``{"gflops", "seconds_per_step", "flops_per_step", "gemm_peak_gflops",
+    "fraction_of_peak", "target_fraction", "algorithms", "workload"}``."""
+    from threadpoolctl import threadpool_limits
+
+    import nnjit.train.threads  # noqa: F401  (loads the BLAS numba calls: the limit must see it)
+    from benchmarks.scale import gemm_peak
+
+    with threadpool_limits(limits=1):
+        peak_start = gemm_peak(1024, peak_trials, 0.2)
+        seconds, algos, flops = _conv_stack_seconds(repeats, min_trial_s)
+        peak_end = gemm_peak(1024, peak_trials, 0.2)
+    peak = max(peak_start["peak_gflops"], peak_end["peak_gflops"])
+    gflops = flops / seconds / 1e9
+    return {
+        "gflops": gflops,
+        "seconds_per_step": seconds,
+        "flops_per_step": flops,
+        "gemm_peak_gflops": peak,
+        "gemm_peak_route": (peak_start if peak_start["peak_gflops"] >= peak_end["peak_gflops"]
+                            else peak_end)["best_route"],
+        "fraction_of_peak": gflops / peak,
+        "target_fraction": TARGET_FRACTION,
+        "algorithms": algos,
+        "workload": (f"batch {BATCH}, {LAYERS[0][0]}x{IMAGE}x{IMAGE} input, 3x3 padding 1: "
+                     + " - ".join(f"Conv2d({c}, {o})" for c, o in LAYERS)
+                     + ", float32, forward + backward (no input gradient for the data)"),
+    }
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    args = parser.parse_args(argv)
+    res = measure_conv_stack(repeats=args.repeats)
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        print(res["workload"])
+        for layer, algo in res["algorithms"].items():
+            print(f"  {layer}: {algo}")
+        print(f"forward + backward: {res['gflops']:.1f} GFLOP/s "
+              f"({res['seconds_per_step'] * 1e3:.2f} ms per step)")
+        print(f"1-thread float32 GEMM peak: {res['gemm_peak_gflops']:.1f} GFLOP/s "
+              f"({res['gemm_peak_route']})")
+        print(f"fraction of peak: {res['fraction_of_peak']:.1%} (target "
+              f">= {res['target_fraction']:.0%})")
+    return res
+
+
+if __name__ == "__main__":
+    main()
