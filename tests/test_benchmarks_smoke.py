@@ -34,6 +34,7 @@ EXPECTED_KEYS = {
     "gnn": {"models", "targets", "compile", "skipped"},
     "gnn_sampled": {"summary", "memory"},
     "custom_ops": {"compile", "steady_state", "ratios"},
+    "cnn": {"lenet", "conv_stack", "olivetti", "tabular", "compile", "targets"},
 }
 
 
@@ -134,6 +135,23 @@ def test_gnn_json_has_the_reported_numbers(suite):
     kinds = {(t["model"], t["what"]) for t in data["targets"]}
     assert len(kinds) == 7 and {t["status"] for t in data["targets"]} <= {"PASS", "MISS",
                                                                           "not run"}
+
+
+def test_cnn_json_pairs_nnjit_and_torch_on_the_same_batches(suite):
+    out, _ = suite
+    data = json.loads((out / "cnn.json").read_text())
+    assert data["config"]["quick"] is True and data["compile"] is None
+    for key in ("lenet", "olivetti", "tabular"):
+        section = data[key]
+        if key == "lenet" and "skipped" in section:  # no shared Fashion-MNIST copy here
+            continue
+        assert section["same_batch_order"] is True
+        assert section["nnjit"]["epoch_s"]["median"] > 0
+        assert section["PyTorch"]["epoch_s"]["median"] > 0
+        assert 0.0 <= section["accuracy"]["nnjit"] <= 1.0 and section["arena_bytes"] > 0
+        assert section["nrt"]["per_epoch"] == 0
+    assert "sklearn_mlp" in data["olivetti"]
+    assert {t["status"] for t in data["targets"]} <= {"PASS", "MISS", "not run"}
 
 
 def test_suite_runs_parallel_lighter_but_quick_stays_quick():

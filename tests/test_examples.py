@@ -142,3 +142,70 @@ def test_cora_gcn_yaml_is_the_config_in_docs_gnn():
     assert len(blocks) == 1
     example = (ROOT / "examples" / "cora_gcn.yaml").read_text(encoding="utf-8")
     assert RunConfig.from_yaml(blocks[0]) == RunConfig.from_yaml(example)
+
+
+# --- CNNs: the LeNet example script and the cnn configs ------------------------------------------
+
+
+def test_fashion_mnist_cnn_example(tmp_path):
+    """examples/fashion_mnist_cnn.py on 3000 images of the shared copy for 1 epoch (a tiny
+    synthetic copy in the same layout where the shared data is absent)."""
+    shared = ROOT.parent / "shared" / "data" / "fashion_mnist.npz"
+    args = ["--rows", "3000", "--epochs", "1"]
+    if not shared.is_file():
+        rng = np.random.default_rng(0)
+        np.savez(tmp_path / "fm.npz", x_train=rng.integers(0, 256, (200, 784), dtype=np.uint8),
+                 y_train=rng.integers(0, 10, 200, dtype=np.uint8),
+                 x_test=rng.integers(0, 256, (50, 784), dtype=np.uint8),
+                 y_test=rng.integers(0, 10, 50, dtype=np.uint8))
+        args += ["--data", str(tmp_path / "fm.npz")]
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "fashion_mnist_cnn.py"), *args],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    accuracy = float(re.search(r"test accuracy: ([0-9.]+)", out.stdout).group(1))
+    assert "training images (1, 28, 28)" in out.stdout
+    assert accuracy >= (0.6 if shared.is_file() else 0.0), out.stdout
+
+
+def test_digits_cnn_config(tmp_path):
+    """examples/digits_cnn.yaml trains a CNN on the bundled 8x8 digits through the installed
+    nnjit train (the net views each 64-value row as a 1x8x8 image)."""
+    run = nnjit_train("digits_cnn.yaml", tmp_path)
+    history = run.history()
+    net = run.config.model.net
+    assert net.kind.value == "cnn" and net.in_shape == (1, 8, 8)
+    assert history["val_accuracy"].max() >= 0.9, history.tail()
+    assert run.checkpoint(Checkpoints.BEST).is_file()
+
+
+def test_fashion_mnist_cnn_config_on_a_tiny_copy(tmp_path):
+    """examples/fashion_mnist_cnn.yaml (LeNet-5) through the installed nnjit train, its data
+    replaced by a tiny synthetic copy in the real layout (--data fashion_mnist:PATH)."""
+    from nnjit.experiment.runs import Run
+
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "fm.npz", x_train=rng.integers(0, 256, (60, 784), dtype=np.uint8),
+             y_train=np.repeat(np.arange(10, dtype=np.uint8), 6),
+             x_test=rng.integers(0, 256, (9, 784), dtype=np.uint8),
+             y_test=np.arange(9, dtype=np.uint8))
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    command = shutil.which("nnjit", path=os.pathsep.join([str(pathlib.Path(sys.executable).parent),
+                                                          os.environ.get("PATH", "")]))
+    out = subprocess.run([command, "train", "examples/fashion_mnist_cnn.yaml", "--data",
+                          "fashion_mnist:fm.npz", "--epochs", "2", "--quiet"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    (run,) = Run.all(tmp_path / "runs")
+    assert len(run.history()) == 2 and run.metadata()["data"] == "fashion_mnist:fm.npz"
+    assert run.config.model.net.conv_channels == (6, 16)
+
+
+def test_digits_cnn_yaml_is_the_config_in_docs_layers():
+    """docs/layers.md shows examples/digits_cnn.yaml: the two stay one config."""
+    from nnjit.experiment import RunConfig
+
+    page = (ROOT / "docs" / "layers.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```yaml\n(.*?)^```", page, flags=re.M | re.S)
+    assert len(blocks) == 1
+    example = (ROOT / "examples" / "digits_cnn.yaml").read_text(encoding="utf-8")
+    assert RunConfig.from_yaml(blocks[0]) == RunConfig.from_yaml(example)

@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_train = sub.add_parser("train", help="train a run from a RunConfig YAML file")
     p_train.add_argument("config", help="RunConfig YAML file")
     p_train.add_argument("--data", help="built-in data set name (iris, digits, "
-                         "olivetti_faces, cora) or a CSV path; default: the config's 'data'")
+                         "olivetti_faces, cora), a CSV path or fashion_mnist:PATH (an IDX "
+                         "folder or .npz); default: the config's 'data'")
     p_train.add_argument("--target", help="CSV target column (default: the last one)")
     _root_option(p_train)
     p_train.add_argument("--epochs", type=_positive_int, metavar="N",

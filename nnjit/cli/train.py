@@ -32,14 +32,16 @@ def load_config(path: str):
 
 
 def load_data(spec: str, config, target: str | None):
-    """(X_train, y_train, X_val, y_val, run data) from a built-in data set name or a CSV path."""
+    """(X_train, y_train, X_val, y_val, run data) from a built-in data set name, a CSV path or
+    ``fashion_mnist:PATH``."""
     from nnjit.experiment.data import is_csv, load_run_data
 
     regression = not config.model.loss.builder().is_classification
     try:
         data = load_run_data(spec, regression, config.train.seed, target)
     except FileNotFoundError as e:
-        raise CommandError(f"{e}; give a built-in data set name or an existing .csv file") from e
+        raise CommandError(f"{e}; give a built-in data set name, an existing .csv file or "
+                           "fashion_mnist:PATH") from e
     except (ValueError, TypeError) as e:
         hint = "" if is_csv(spec) else " (or give the path of a .csv file)"
         raise CommandError(f"cannot use the data {spec}: {e}{hint}") from e
@@ -86,7 +88,8 @@ def cmd_train(args) -> int:
     config = load_config(args.config)
     spec = args.data or config.data
     if not spec:
-        raise CommandError("no data: set 'data' in the config or pass --data NAME|CSV")
+        raise CommandError("no data: set 'data' in the config or pass --data "
+                           "NAME|CSV|fashion_mnist:PATH")
     X, y, Xv, yv, data = load_data(spec, config, args.target)
     check_shapes(config, X, y, yv, spec, args.config)
     callbacks = []

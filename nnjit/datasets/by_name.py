@@ -24,8 +24,10 @@ def load(name: str) -> Dataset | GraphDataset:
     """Load a built-in dataset by name: one of ``"iris"``, ``"digits"``, ``"olivetti_faces"``
     (each a :class:`Dataset`) or ``"cora"`` (a :class:`GraphDataset`).
 
-    Case and ``-``/``_`` are ignored (``"Olivetti-Faces"`` works). Raises ``TypeError`` for a
-    non-string and ``ValueError``, listing the valid names, for an unknown name.
+    Only the bundled data sets have names; data read from your files has its own loader
+    (:func:`~nnjit.datasets.load_fashion_mnist`). Case and ``-``/``_`` are ignored
+    (``"Olivetti-Faces"`` works). Raises ``TypeError`` for a non-string and ``ValueError``,
+    listing the valid names, for an unknown name.
     """
     if not isinstance(name, str):
         raise TypeError(f"dataset name must be a str, got {type(name).__name__}")
@@ -34,5 +36,7 @@ def load(name: str) -> Dataset | GraphDataset:
         loader = _LOADERS[key]
     except KeyError:
         valid = ", ".join(repr(n) for n in DATASET_NAMES)
-        raise ValueError(f"unknown dataset {name!r}; valid names are: {valid}") from None
+        hint = (" (Fashion-MNIST is not bundled: load_fashion_mnist(path) reads your copy)"
+                if key == "fashion_mnist" else "")
+        raise ValueError(f"unknown dataset {name!r}; valid names are: {valid}{hint}") from None
     return loader()

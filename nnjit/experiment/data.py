@@ -1,4 +1,5 @@
-"""The data of a run: a built-in data set name or a CSV path, split the same way every time.
+"""The data of a run: a built-in data set name, a CSV path or an image data set read from a path
+(``fashion_mnist:PATH``), split the same way every time.
 
 ``nnjit train`` trains on :func:`load_run_data`'s ``train`` part and validates on its ``val``
 part; ``nnjit report`` loads the same split again (same seed) to draw the best checkpoint's
@@ -63,15 +64,32 @@ def graph_from_dataset(dataset):
                              dataset.val_mask, dataset.test_mask)
 
 
+#: Image data sets read from the user's files: ``NAME:PATH`` -> the loader of PATH.
+IMAGE_SOURCES = {"fashion_mnist": "load_fashion_mnist"}
+
+
+def image_source(spec: str) -> tuple[str, str] | None:
+    """``(name, path)`` of a ``NAME:PATH`` spec naming an :data:`IMAGE_SOURCES` entry, else None."""
+    name, sep, path = spec.partition(":")
+    key = name.strip().lower().replace("-", "_")
+    return (key, path) if sep and key in IMAGE_SOURCES else None
+
+
 def is_csv(spec: str) -> bool:
     return os.path.splitext(spec)[1].lower() == ".csv" or os.path.isfile(spec)
 
 
 def load_run_data(spec: str, regression: bool, seed: int, target: str | None = None,
                   val: float = 0.15) -> RunData | GraphRunData:
-    """Load ``spec`` (a built-in data set name or a CSV path) and split it.
+    """Load ``spec`` (a built-in data set name, a CSV path or ``fashion_mnist:PATH``) and split
+    it.
 
     A built-in graph data set (``"cora"``) comes back as :class:`GraphRunData` (its own masks).
+
+    ``fashion_mnist:PATH`` reads :func:`~nnjit.datasets.load_fashion_mnist` (an IDX folder or an
+    ``.npz``): its training part is split ``1 - val`` / ``val`` (stratified, ``seed``), its own
+    test part is the test part; images are flat rows of pixels in ``[0, 1]`` (not
+    standardised), which a ``cnn`` net views as ``in_shape``.
 
     A built-in data set is split ``1 - val`` / ``val`` (stratified, ``seed``) and standardised
     with the training part's statistics. A CSV goes through
@@ -81,6 +99,16 @@ def load_run_data(spec: str, regression: bool, seed: int, target: str | None = N
     Raises:
         FileNotFoundError: no such CSV file. ValueError: unknown name or column.
     """
+    source = image_source(spec)
+    if source is not None:
+        from nnjit import datasets
+
+        name, path = source
+        images = getattr(datasets, IMAGE_SOURCES[name])(path, flatten=True)
+        X_fit, X_val, y_fit, y_val = train_test_split(images.X_train, images.y_train, val,
+                                                      seed=seed)
+        return RunData(X_fit, y_fit, X_val, y_val, images.X_test, images.y_test,
+                       images.target_names, spec)
     if is_csv(spec):
         import pandas as pd
 

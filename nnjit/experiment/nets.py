@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from nnjit.checks import Choice, Int, Real
 from nnjit.experiment.builder_enum import BuilderEnum
 from nnjit.experiment.config_base import Config, check_field
+from nnjit.experiment.conv_net import conv_output_shapes
 from nnjit.experiment.excerpt import excerpt
 from nnjit.nn import (
     ELU,
@@ -32,6 +33,18 @@ from nnjit.nn.gnn.sage import AGGREGATIONS
 from nnjit.nn.linear import INITS
 
 __all__ = ["Activations", "NetConfig", "Nets"]
+
+#: The ``cnn``-only fields at their defaults (other kinds must leave them there).
+_CNN_DEFAULTS = {"in_shape": None, "conv_channels": (), "kernel_size": 3, "padding": 0, "pool": 2}
+
+#: A Conv2d padding: an int >= 0 (``"same"`` is checked apart).
+_PADDING = Int(min=0, says='an int >= 0 or "same"')
+
+
+def _check_per_layer(param, where: str, value):
+    if param is _PADDING and value == "same":
+        return value
+    return check_field(param, where, value)
 
 
 class Activations(BuilderEnum):
@@ -88,11 +101,23 @@ def _graph_builder(conv_name: str):
     return build
 
 
+def _build_cnn(config=None, **fields):
+    """A :class:`~nnjit.experiment.conv_net.ConvNet` from a NetConfig of kind ``cnn``."""
+    from nnjit.experiment.conv_net import ConvNet
+
+    config = NetConfig(**fields) if config is None else config
+    if config.kind is not Nets.CNN:
+        raise ValueError(f"Nets.CNN: the NetConfig is for kind {config.kind.value!r}; build it "
+                         f"with Nets.{config.kind.name} (or config.kind(config))")
+    return ConvNet(config)
+
+
 class Nets(BuilderEnum):
     """Network architectures; ``Nets.MLP(net_config)`` builds the module. The ``GRAPH_*`` nets
-    train on a :class:`nnjit.Graph` (``forward(x, edges)``)."""
+    train on a :class:`nnjit.Graph` (``forward(x, edges)``); ``CNN`` on rows holding images."""
 
     MLP = "mlp", _build_mlp
+    CNN = "cnn", _build_cnn
     GRAPH_CONV = "graph_conv", _graph_builder("GCNConv")
     GRAPH_SAGE = "graph_sage", _graph_builder("SAGEConv")
     GRAPH_ATT = "graph_att", _graph_builder("GATConv")
@@ -117,8 +142,20 @@ class NetConfig(Config):
         heads: attention heads of the hidden layers of ``graph_att`` (default 1).
         aggr: neighbourhood aggregation of ``graph_sage``: ``"mean"`` (default), ``"max"``,
             ``"sum"``.
+        in_shape: ``cnn`` only (required there): the image shape ``[C, H, W]`` of a row;
+            ``in_dim`` must be ``C * H * W``.
+        conv_channels: ``cnn`` only (required there): ``out_channels`` of each ``Conv2d``.
+        kernel_size: ``cnn`` only: ``Conv2d`` kernel size, one int for every conv layer or one
+            per layer (default 3).
+        padding: ``cnn`` only: ``Conv2d`` padding, an int, ``"same"``, or one per layer
+            (default 0).
+        pool: ``cnn`` only: a ``MaxPool2d(pool)`` after each conv layer's activation; 1: none
+            (default 2).
 
-    Graph nets use ``dropout`` before every convolution (PyG's examples' layout).
+    Graph nets use ``dropout`` before every convolution (PyG's examples' layout). A ``cnn`` is
+    ``Conv2d - activation - MaxPool2d`` per conv layer, then flatten, then ``hidden_dims`` as
+    in an MLP (``Linear - activation [- Dropout]``) and the output ``Linear``; ``Conv2d`` layers
+    take PyTorch's initialisation, ``init`` applies to the ``Linear`` layers.
     """
 
     kind: Nets = Nets.MLP
@@ -130,6 +167,11 @@ class NetConfig(Config):
     init: str = "glorot_uniform"
     heads: int = 1
     aggr: str = "mean"
+    in_shape: tuple[int, ...] | None = None
+    conv_channels: tuple[int, ...] = ()
+    kernel_size: int | tuple[int, ...] = 3
+    padding: int | str | tuple[int | str, ...] = 0
+    pool: int = 2
 
     def __post_init__(self):
         self._enum("kind", Nets)
@@ -147,6 +189,52 @@ class NetConfig(Config):
         self._param("init", Choice(*INITS))
         self._param("heads", Int(min=1))
         self._param("aggr", Choice(*AGGREGATIONS))
+        if self.kind is Nets.CNN:
+            self._check_cnn()
+            return
+        for name, default in _CNN_DEFAULTS.items():
+            value = getattr(self, name)
+            if (tuple(value) if isinstance(value, list) else value) != default:
+                raise ValueError(f"NetConfig.{name} applies only to kind 'cnn' (this net is "
+                                 f"{self.kind.value!r}), got {excerpt(value)}")
+
+    def _check_cnn(self):
+        """Validate and normalise the conv fields (kernel_size and padding: one per layer)."""
+        shape = self.in_shape
+        if isinstance(shape, (str, bytes, Mapping)) or not hasattr(shape, "__iter__") \
+                or len(shape) != 3:
+            raise ValueError(f"NetConfig.in_shape must be [C, H, W] (e.g. [1, 28, 28]) for kind "
+                             f"'cnn', got {excerpt(shape)}")
+        size = Int(min=1)
+        self._set("in_shape", tuple(check_field(size, f"NetConfig.in_shape[{i}]", d)
+                                    for i, d in enumerate(shape)))
+        c, h, w = self.in_shape
+        if self.in_dim != c * h * w:
+            raise ValueError(f"NetConfig.in_dim must be C*H*W = {c * h * w} for in_shape "
+                             f"{list(self.in_shape)}, got {self.in_dim}")
+        chans = self.conv_channels
+        if isinstance(chans, (str, bytes, Mapping)) or not hasattr(chans, "__iter__") \
+                or not len(chans):
+            raise ValueError(f"NetConfig.conv_channels must be a non-empty list of ints >= 1 "
+                             f"(out_channels of each Conv2d, e.g. [6, 16]), got {excerpt(chans)}")
+        self._set("conv_channels", tuple(check_field(size, f"NetConfig.conv_channels[{i}]", d)
+                                         for i, d in enumerate(chans)))
+        n = len(self.conv_channels)
+        self._set("kernel_size", self._per_layer("kernel_size", n, size))
+        self._set("padding", self._per_layer("padding", n, _PADDING))
+        self._param("pool", Int(min=1))
+        conv_output_shapes(self.in_shape, self.conv_channels, self.kernel_size, self.padding,
+                           self.pool)
+
+    def _per_layer(self, name: str, n: int, param) -> tuple:
+        value = getattr(self, name)
+        if isinstance(value, (list, tuple)):
+            if len(value) != n:
+                raise ValueError(f"NetConfig.{name} must give one value per conv layer ({n}), "
+                                 f"got {len(value)}: {excerpt(value)}")
+            return tuple(_check_per_layer(param, f"NetConfig.{name}[{i}]", v)
+                         for i, v in enumerate(value))
+        return (_check_per_layer(param, f"NetConfig.{name}", value),) * n
 
     def build(self):
         """The network module (``self.kind(self)``)."""
