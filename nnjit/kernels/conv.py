@@ -112,6 +112,81 @@ def col2im(buf, at, ld, dx, x0, c0, cg, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh
                             dst[t * sw] += sv[t]
 
 
+# The stride-1 layout ("frames"): each sample's channels are first copied into zero-padded
+# frames (hp, wp) = (oh + (kh-1)*dh, ow + (kw-1)*dw); the output is then computed at all wp
+# columns of its oh rows, so column row (c, r, s) of a sample is ONE contiguous run of oh * wp
+# frame elements starting at r*dh*wp + s*dw (long copies instead of rows of ow pixels); the
+# (kw-1)*dw extra columns per output row are discarded (forward) or zero (backward).
+@jit
+def to_frames(x, x0, c0, cg, h, w, ph, pw, hp, wp, buf, at):
+    """Channels c0..c0+cg of the image at x[x0:] zero-padded into cg (hp, wp) frames at buf[at:]."""
+    zero = buf.dtype.type(0.0)
+    for c in range(cg):
+        src0 = x0 + (c0 + c) * h * w
+        f0 = at + c * hp * wp
+        for i in range(hp):
+            row = view1d(buf, f0 + i * wp, wp)
+            ih = i - ph
+            if ih < 0 or ih >= h:
+                for j in range(wp):
+                    row[j] = zero
+                continue
+            for j in range(pw):
+                row[j] = zero
+            src = view1d(x, src0 + ih * w, w)
+            dst = view1d(buf, f0 + i * wp + pw, w)
+            for j in range(w):
+                dst[j] = src[j]
+            tail = view1d(buf, f0 + i * wp + pw + w, wp - pw - w)
+            for j in range(wp - pw - w):
+                tail[j] = zero
+
+
+@jit
+def from_frames(buf, at, dx, x0, c0, cg, h, w, ph, pw, hp, wp):
+    """dx[x0:] channels c0..c0+cg += the inside (unpadded part) of the cg frames at buf[at:]."""
+    for c in range(cg):
+        dst0 = x0 + (c0 + c) * h * w
+        f0 = at + c * hp * wp
+        for ih in range(h):
+            src = view1d(buf, f0 + (ih + ph) * wp + pw, w)
+            dst = view1d(dx, dst0 + ih * w, w)
+            for j in range(w):
+                dst[j] += src[j]
+
+
+@jit
+def frames_to_columns(buf, fr, m, cg, kh, kw, dh, dw, hp, wp, oh, at):
+    """The column matrix (cg*kh*kw, m * oh*wp) at buf[at:] of the m samples' frames at buf[fr:]."""
+    n = oh * wp
+    ld = m * n
+    for c in range(cg):
+        for r in range(kh):
+            for s in range(kw):
+                row = (c * kh + r) * kw + s
+                for t in range(m):
+                    src = view1d(buf, fr + (t * cg + c) * hp * wp + r * dh * wp + s * dw, n)
+                    dst = view1d(buf, at + row * ld + t * n, n)
+                    for j in range(n):
+                        dst[j] = src[j]
+
+
+@jit
+def columns_to_frames(buf, at, m, cg, kh, kw, dh, dw, hp, wp, oh, fr):
+    """The adjoint of :func:`frames_to_columns`: frames at buf[fr:] += the columns at buf[at:]."""
+    n = oh * wp
+    ld = m * n
+    for c in range(cg):
+        for r in range(kh):
+            for s in range(kw):
+                row = (c * kh + r) * kw + s
+                for t in range(m):
+                    dst = view1d(buf, fr + (t * cg + c) * hp * wp + r * dh * wp + s * dw, n)
+                    src = view1d(buf, at + row * ld + t * n, n)
+                    for j in range(n):
+                        dst[j] += src[j]
+
+
 @jit(inline="always")
 def _geometry(hyper, h):
     g = hyper[h:h + BLOCK_SIZE]
@@ -120,19 +195,33 @@ def _geometry(hyper, h):
             int(g[G_GROUPS]), int(g[G_OH]), int(g[G_OW]), int(g[G_ALGO]), int(g[G_SAMPLES]))
 
 
-def samples_per_product(oh, ow):
+def frame_columns(oh, ow, kw, sh, sw, dw):
+    """Columns one sample adds to a product: ``oh`` rows of the padded frame's width for the
+    stride-1 frame layout (the last ``(kw - 1) * dw`` of each row are discarded), ``oh * ow``
+    otherwise."""
+    if sh == 1 and sw == 1:
+        return oh * (ow + (kw - 1) * dw)
+    return oh * ow
+
+
+def samples_per_product(oh, ow, kw, sh, sw, dw):
     """Samples whose columns im2col puts side by side in one product (see PRODUCT_COLUMNS)."""
-    return max(1, PRODUCT_COLUMNS // (oh * ow))
+    return max(1, PRODUCT_COLUMNS // frame_columns(oh, ow, kw, sh, sw, dw))
 
 
-def scratch_elements(cg, kh, kw, oh, ow, og, algo):
-    """Elements of scratch the kernels need: for im2col two column matrices (the input's and
-    the input gradient's), one output or output-gradient block and one weight gradient, for
-    :func:`samples_per_product` samples; none for the direct loops."""
+def scratch_elements(cg, kh, kw, oh, ow, og, sh, sw, dh, dw, algo):
+    """Elements of scratch the kernels need; none for the direct loops. im2col: for
+    :func:`samples_per_product` samples, the padded frames (stride 1), one column matrix
+    (reused for the input gradient's in the stride-1 layout, a second one otherwise), one output
+    or output-gradient block and one weight gradient."""
     if algo == ALGO_DIRECT:
         return 1
-    cols = samples_per_product(oh, ow) * oh * ow
+    m = samples_per_product(oh, ow, kw, sh, sw, dw)
+    cols = m * frame_columns(oh, ow, kw, sh, sw, dw)
     k = cg * kh * kw
+    if sh == 1 and sw == 1:
+        frames = m * cg * (oh + (kh - 1) * dh) * (ow + (kw - 1) * dw) + (kw - 1) * dw
+        return frames + k * cols + og * cols + og * k
     return 2 * k * cols + og * cols + og * k
 
 
@@ -200,6 +289,101 @@ def _direct_backward(x, w, dy, dx, dwt, n0, need_x, need_w, c, h, wd, o, kh, kw,
 
 
 @jit
+def _frames_forward(x, w, b, y, has_bias, c, hh, ww, o, kh, kw, ph, pw, dh, dw, groups, oh, ow,
+                    per, scratch):
+    """:func:`conv2d_forward` for stride 1 in the frame layout (see :func:`to_frames`)."""
+    cg = c // groups
+    og = o // groups
+    k = cg * kh * kw
+    hp = oh + (kh - 1) * dh
+    wp = ow + (kw - 1) * dw
+    n = oh * wp
+    pq = oh * ow
+    slack = (kw - 1) * dw
+    col_at = per * cg * hp * wp + slack
+    out_at = col_at + k * per * n
+    nb = x.shape[0] // (c * hh * ww)
+    zero = y.dtype.type(0.0)
+    for i0 in range(0, nb, per):
+        m = min(per, nb - i0)
+        for g in range(groups):
+            for t in range(m):
+                to_frames(x, (i0 + t) * c * hh * ww, g * cg, cg, hh, ww, ph, pw, hp, wp, scratch,
+                          t * cg * hp * wp)
+            tail = view1d(scratch, m * cg * hp * wp, slack)
+            for j in range(slack):
+                tail[j] = zero
+            frames_to_columns(scratch, 0, m, cg, kh, kw, dh, dw, hp, wp, oh, col_at)
+            np.dot(view2d(w, g * og * k, og, k), view2d(scratch, col_at, k, m * n),
+                   view2d(scratch, out_at, og, m * n))
+            for t in range(m):
+                for oc in range(og):
+                    v = b[g * og + oc] if has_bias else zero
+                    for p in range(oh):
+                        yv = view1d(y, ((i0 + t) * o + g * og + oc) * pq + p * ow, ow)
+                        ov = view1d(scratch, out_at + oc * m * n + t * n + p * wp, ow)
+                        for q in range(ow):
+                            yv[q] = ov[q] + v
+
+
+@jit
+def _frames_backward(x, w, dy, dx, dwt, need_x, need_w, c, hh, ww, o, kh, kw, ph, pw, dh, dw,
+                     groups, oh, ow, per, scratch):
+    """The input (dx +=) and weight (dwt +=) gradients of :func:`_frames_forward`."""
+    cg = c // groups
+    og = o // groups
+    k = cg * kh * kw
+    hp = oh + (kh - 1) * dh
+    wp = ow + (kw - 1) * dw
+    n = oh * wp
+    pq = oh * ow
+    slack = (kw - 1) * dw
+    col_at = per * cg * hp * wp + slack
+    out_at = col_at + k * per * n
+    dw_t = view2d(scratch, out_at + og * per * n, k, og)
+    nb = x.shape[0] // (c * hh * ww)
+    zero = dx.dtype.type(0.0)
+    for i0 in range(0, nb, per):
+        m = min(per, nb - i0)
+        col = view2d(scratch, col_at, k, m * n)
+        dyg = view2d(scratch, out_at, og, m * n)
+        for g in range(groups):
+            # the output gradient in the frame layout, zero on the discarded columns
+            for oc in range(og):
+                for t in range(m):
+                    for p in range(oh):
+                        src = view1d(dy, ((i0 + t) * o + g * og + oc) * pq + p * ow, ow)
+                        dst = view1d(scratch, out_at + oc * m * n + t * n + p * wp, wp)
+                        for q in range(ow):
+                            dst[q] = src[q]
+                        for q in range(ow, wp):
+                            dst[q] = zero
+            if need_w:
+                for t in range(m):
+                    to_frames(x, (i0 + t) * c * hh * ww, g * cg, cg, hh, ww, ph, pw, hp, wp,
+                              scratch, t * cg * hp * wp)
+                tail = view1d(scratch, m * cg * hp * wp, slack)
+                for j in range(slack):
+                    tail[j] = zero
+                frames_to_columns(scratch, 0, m, cg, kh, kw, dh, dw, hp, wp, oh, col_at)
+                np.dot(col, dyg.T, dw_t)
+                dwg = view1d(dwt, g * og * k, og * k)
+                for oc in range(og):
+                    row = view1d(dwg, oc * k, k)
+                    for j in range(k):
+                        row[j] += dw_t[j, oc]
+            if need_x:
+                np.dot(view2d(w, g * og * k, og, k).T, dyg, col)
+                frames = view1d(scratch, 0, m * cg * hp * wp + slack)
+                for j in range(m * cg * hp * wp + slack):
+                    frames[j] = zero
+                columns_to_frames(scratch, col_at, m, cg, kh, kw, dh, dw, hp, wp, oh, 0)
+                for t in range(m):
+                    from_frames(scratch, t * cg * hp * wp, dx, (i0 + t) * c * hh * ww, g * cg,
+                                cg, hh, ww, ph, pw, hp, wp)
+
+
+@jit
 def conv2d_forward(x, w, b, y, has_bias, hyper, h, scratch):
     """y (N * O*OH*OW) = conv2d(x (N * C*H*W), w (O*C/g*KH*KW)) + b (O) (b unused unless
     ``has_bias``); geometry at ``hyper[h:]``; ``scratch`` holds one column matrix (im2col)."""
@@ -220,6 +404,10 @@ def conv2d_forward(x, w, b, y, has_bias, hyper, h, scratch):
                     y[base + j] = v
             _direct_forward(x, w, y, i, c, hh, ww, o, kh, kw, sh, sw, ph, pw, dh, dw, groups,
                             oh, ow)
+        return
+    if sh == 1 and sw == 1:
+        _frames_forward(x, w, b, y, has_bias, c, hh, ww, o, kh, kw, ph, pw, dh, dw, groups, oh,
+                        ow, samples, scratch)
         return
     per = samples
     for i0 in range(0, n, per):
@@ -282,6 +470,10 @@ def conv2d_backward(x, w, dy, dx, dwt, db, need_x, acc_x, need_w, acc_w, need_b,
         for i in range(n):
             _direct_backward(x, w, dy, dx, dwt, i, need_x, need_w, c, hh, ww, o, kh, kw, sh, sw,
                              ph, pw, dh, dw, groups, oh, ow)
+        return
+    if sh == 1 and sw == 1:
+        _frames_backward(x, w, dy, dx, dwt, need_x, need_w, c, hh, ww, o, kh, kw, ph, pw, dh, dw,
+                         groups, oh, ow, samples, scratch)
         return
     per = samples
     dw_t = view2d(scratch, 2 * k * per * pq + og * per * pq, k, og)
