@@ -11,7 +11,9 @@ Two algorithms; the recorder picks one per shape (:func:`nnjit.ops.conv.choose_a
   sample's for images of 1024 pixels or more, several side by side for small ones, so a product
   has about :data:`PRODUCT_COLUMNS` columns and BLAS runs near its peak) and one BLAS product does
   the work: forward ``y = W @ col``, weight gradient ``dW.T += col @ dy.T``, input gradient
-  ``dcol = W.T @ dy`` scattered back (col2im).
+  ``dcol = W.T @ dy`` scattered back (col2im). At stride 1 the samples are first copied into
+  zero-padded frames with the sample index fastest (:func:`to_interleaved`), so each column row
+  is built from runs of ``OW * samples`` contiguous elements instead of rows of ``OW`` pixels.
 * **direct loops** (``ALGO_DIRECT``): the image read in place, vectorised along output columns.
   Slower than im2col at every shape measured so far (see :mod:`nnjit.ops.conv`); kept as the
   ``algorithm="direct"`` option and as an independent implementation the tests compare.
@@ -33,6 +35,9 @@ ALGO_IM2COL, ALGO_DIRECT = 0, 1
 # im2col puts the columns of several samples side by side until a product has about this many
 # columns: BLAS runs far below its peak on one small image's (16 x 150 x 100 for LeNet's conv2)
 PRODUCT_COLUMNS = 2048
+# ... but no more samples than keep the column matrix within about 640 KB of float32: LeNet's
+# conv2 (150 rows) ran fastest with 10 samples (1000 columns), slower with 14 or 20
+COLUMN_ELEMENTS = 160_000
 
 
 @jit(inline="always")
@@ -112,81 +117,6 @@ def col2im(buf, at, ld, dx, x0, c0, cg, h, w, kh, kw, sh, sw, ph, pw, dh, dw, oh
                             dst[t * sw] += sv[t]
 
 
-# The stride-1 layout ("frames"): each sample's channels are first copied into zero-padded
-# frames (hp, wp) = (oh + (kh-1)*dh, ow + (kw-1)*dw); the output is then computed at all wp
-# columns of its oh rows, so column row (c, r, s) of a sample is ONE contiguous run of oh * wp
-# frame elements starting at r*dh*wp + s*dw (long copies instead of rows of ow pixels); the
-# (kw-1)*dw extra columns per output row are discarded (forward) or zero (backward).
-@jit
-def to_frames(x, x0, c0, cg, h, w, ph, pw, hp, wp, buf, at):
-    """Channels c0..c0+cg of the image at x[x0:] zero-padded into cg (hp, wp) frames at buf[at:]."""
-    zero = buf.dtype.type(0.0)
-    for c in range(cg):
-        src0 = x0 + (c0 + c) * h * w
-        f0 = at + c * hp * wp
-        for i in range(hp):
-            row = view1d(buf, f0 + i * wp, wp)
-            ih = i - ph
-            if ih < 0 or ih >= h:
-                for j in range(wp):
-                    row[j] = zero
-                continue
-            for j in range(pw):
-                row[j] = zero
-            src = view1d(x, src0 + ih * w, w)
-            dst = view1d(buf, f0 + i * wp + pw, w)
-            for j in range(w):
-                dst[j] = src[j]
-            tail = view1d(buf, f0 + i * wp + pw + w, wp - pw - w)
-            for j in range(wp - pw - w):
-                tail[j] = zero
-
-
-@jit
-def from_frames(buf, at, dx, x0, c0, cg, h, w, ph, pw, hp, wp):
-    """dx[x0:] channels c0..c0+cg += the inside (unpadded part) of the cg frames at buf[at:]."""
-    for c in range(cg):
-        dst0 = x0 + (c0 + c) * h * w
-        f0 = at + c * hp * wp
-        for ih in range(h):
-            src = view1d(buf, f0 + (ih + ph) * wp + pw, w)
-            dst = view1d(dx, dst0 + ih * w, w)
-            for j in range(w):
-                dst[j] += src[j]
-
-
-@jit
-def frames_to_columns(buf, fr, m, cg, kh, kw, dh, dw, hp, wp, oh, at):
-    """The column matrix (cg*kh*kw, m * oh*wp) at buf[at:] of the m samples' frames at buf[fr:]."""
-    n = oh * wp
-    ld = m * n
-    for c in range(cg):
-        for r in range(kh):
-            for s in range(kw):
-                row = (c * kh + r) * kw + s
-                for t in range(m):
-                    src = view1d(buf, fr + (t * cg + c) * hp * wp + r * dh * wp + s * dw, n)
-                    dst = view1d(buf, at + row * ld + t * n, n)
-                    for j in range(n):
-                        dst[j] = src[j]
-
-
-@jit
-def columns_to_frames(buf, at, m, cg, kh, kw, dh, dw, hp, wp, oh, fr):
-    """The adjoint of :func:`frames_to_columns`: frames at buf[fr:] += the columns at buf[at:]."""
-    n = oh * wp
-    ld = m * n
-    for c in range(cg):
-        for r in range(kh):
-            for s in range(kw):
-                row = (c * kh + r) * kw + s
-                for t in range(m):
-                    dst = view1d(buf, fr + (t * cg + c) * hp * wp + r * dh * wp + s * dw, n)
-                    src = view1d(buf, at + row * ld + t * n, n)
-                    for j in range(n):
-                        dst[j] += src[j]
-
-
 @jit(inline="always")
 def _geometry(hyper, h):
     g = hyper[h:h + BLOCK_SIZE]
@@ -195,32 +125,25 @@ def _geometry(hyper, h):
             int(g[G_GROUPS]), int(g[G_OH]), int(g[G_OW]), int(g[G_ALGO]), int(g[G_SAMPLES]))
 
 
-def frame_columns(oh, ow, kw, sh, sw, dw):
-    """Columns one sample adds to a product: ``oh`` rows of the padded frame's width for the
-    stride-1 frame layout (the last ``(kw - 1) * dw`` of each row are discarded), ``oh * ow``
-    otherwise."""
-    if sh == 1 and sw == 1:
-        return oh * (ow + (kw - 1) * dw)
-    return oh * ow
-
-
-def samples_per_product(oh, ow, kw, sh, sw, dw):
-    """Samples whose columns im2col puts side by side in one product (see PRODUCT_COLUMNS)."""
-    return max(1, PRODUCT_COLUMNS // frame_columns(oh, ow, kw, sh, sw, dw))
+def samples_per_product(oh, ow, k):
+    """Samples whose columns im2col puts side by side in one product: up to PRODUCT_COLUMNS
+    columns, while the column matrix (``k`` rows) stays within COLUMN_ELEMENTS."""
+    pq = oh * ow
+    return max(1, min(PRODUCT_COLUMNS // pq, COLUMN_ELEMENTS // (k * pq)))
 
 
 def scratch_elements(cg, kh, kw, oh, ow, og, sh, sw, dh, dw, algo):
-    """Elements of scratch the kernels need; none for the direct loops. im2col: for
-    :func:`samples_per_product` samples, the padded frames (stride 1), one column matrix
-    (reused for the input gradient's in the stride-1 layout, a second one otherwise), one output
-    or output-gradient block and one weight gradient."""
+    """Elements of scratch the kernels need; none for the direct loops. im2col, for
+    :func:`samples_per_product` samples: stride 1, the interleaved frames, one column matrix
+    (reused for the input gradient's), one output or output-gradient block and one weight
+    gradient; other strides, two column matrices instead of the frames."""
     if algo == ALGO_DIRECT:
         return 1
-    m = samples_per_product(oh, ow, kw, sh, sw, dw)
-    cols = m * frame_columns(oh, ow, kw, sh, sw, dw)
     k = cg * kh * kw
+    m = samples_per_product(oh, ow, k)
+    cols = m * oh * ow
     if sh == 1 and sw == 1:
-        frames = m * cg * (oh + (kh - 1) * dh) * (ow + (kw - 1) * dw) + (kw - 1) * dw
+        frames = m * cg * (oh + (kh - 1) * dh) * (ow + (kw - 1) * dw)
         return frames + k * cols + og * cols + og * k
     return 2 * k * cols + og * cols + og * k
 
@@ -288,84 +211,152 @@ def _direct_backward(x, w, dy, dx, dwt, n0, need_x, need_w, c, h, wd, o, kh, kw,
                         dwt[wi] += acc
 
 
+# The stride-1 layout ("interleaved frames"): the m samples of a product are copied into
+# zero-padded frames (cg, hp, wp, m) with the sample index fastest, hp = oh + (kh-1)*dh and
+# wp = ow + (kw-1)*dw; the product's columns are ordered (p, q, sample), so column row (c, r, s)
+# for output row p is ONE contiguous run of ow * m frame elements: long copies and exact
+# columns (no discarded ones), at the price of transposing the image in and the output out.
 @jit
-def _frames_forward(x, w, b, y, has_bias, c, hh, ww, o, kh, kw, ph, pw, dh, dw, groups, oh, ow,
-                    per, scratch):
-    """:func:`conv2d_forward` for stride 1 in the frame layout (see :func:`to_frames`)."""
+def to_interleaved(x, x0, t, m, c0, cg, h, w, ph, pw, hp, wp, buf, at):
+    """Sample ``t`` of ``m`` (its image at x[x0:], channels c0..c0+cg) into the interleaved
+    zero-padded frames at buf[at:] (their padding is zeroed by :func:`zero_padding`)."""
+    for c in range(cg):
+        src0 = x0 + (c0 + c) * h * w
+        for ih in range(h):
+            src = view1d(x, src0 + ih * w, w)
+            dst = view1d(buf, at + ((c * hp + ih + ph) * wp + pw) * m + t, w * m)
+            for j in range(w):
+                dst[j * m] = src[j]
+
+
+@jit
+def zero_padding(buf, at, m, cg, h, w, ph, pw, hp, wp):
+    """Zero the padding of the interleaved frames at buf[at:] (the rows and columns outside
+    the image)."""
+    zero = buf.dtype.type(0.0)
+    for c in range(cg):
+        for i in range(hp):
+            row = view1d(buf, at + (c * hp + i) * wp * m, wp * m)
+            if i < ph or i >= ph + h:
+                for j in range(wp * m):
+                    row[j] = zero
+                continue
+            for j in range(pw * m):
+                row[j] = zero
+            for j in range((pw + w) * m, wp * m):
+                row[j] = zero
+
+
+@jit
+def from_interleaved(buf, at, t, m, dx, x0, c0, cg, h, w, ph, pw, hp, wp):
+    """dx[x0:] channels c0..c0+cg += sample ``t``'s image part of the interleaved frames."""
+    for c in range(cg):
+        dst0 = x0 + (c0 + c) * h * w
+        for ih in range(h):
+            src = view1d(buf, at + ((c * hp + ih + ph) * wp + pw) * m + t, w * m)
+            dst = view1d(dx, dst0 + ih * w, w)
+            for j in range(w):
+                dst[j] += src[j * m]
+
+
+@jit
+def interleaved_to_columns(buf, fr, m, cg, kh, kw, dh, dw, hp, wp, oh, ow, at):
+    """The column matrix (cg*kh*kw, oh*ow*m) at buf[at:] of the interleaved frames at buf[fr:]."""
+    n = ow * m
+    ld = oh * n
+    for c in range(cg):
+        for r in range(kh):
+            for s in range(kw):
+                row = (c * kh + r) * kw + s
+                for p in range(oh):
+                    src = view1d(buf, fr + ((c * hp + p + r * dh) * wp + s * dw) * m, n)
+                    dst = view1d(buf, at + row * ld + p * n, n)
+                    for j in range(n):
+                        dst[j] = src[j]
+
+
+@jit
+def columns_to_interleaved(buf, at, m, cg, kh, kw, dh, dw, hp, wp, oh, ow, fr):
+    """The adjoint of :func:`interleaved_to_columns`: frames at buf[fr:] += columns at buf[at:]."""
+    n = ow * m
+    ld = oh * n
+    for c in range(cg):
+        for r in range(kh):
+            for s in range(kw):
+                row = (c * kh + r) * kw + s
+                for p in range(oh):
+                    dst = view1d(buf, fr + ((c * hp + p + r * dh) * wp + s * dw) * m, n)
+                    src = view1d(buf, at + row * ld + p * n, n)
+                    for j in range(n):
+                        dst[j] += src[j]
+
+
+@jit
+def _il_forward(x, w, b, y, has_bias, c, hh, ww, o, kh, kw, ph, pw, dh, dw, groups, oh, ow,
+                per, scratch):
+    """:func:`conv2d_forward` for stride 1 in the interleaved layout."""
     cg = c // groups
     og = o // groups
     k = cg * kh * kw
     hp = oh + (kh - 1) * dh
     wp = ow + (kw - 1) * dw
-    n = oh * wp
     pq = oh * ow
-    slack = (kw - 1) * dw
-    col_at = per * cg * hp * wp + slack
-    out_at = col_at + k * per * n
+    col_at = per * cg * hp * wp
+    out_at = col_at + k * per * pq
     nb = x.shape[0] // (c * hh * ww)
     zero = y.dtype.type(0.0)
     for i0 in range(0, nb, per):
         m = min(per, nb - i0)
         for g in range(groups):
+            if i0 == 0 or m < per:  # the padding stays zero while the layout does
+                zero_padding(scratch, 0, m, cg, hh, ww, ph, pw, hp, wp)
             for t in range(m):
-                to_frames(x, (i0 + t) * c * hh * ww, g * cg, cg, hh, ww, ph, pw, hp, wp, scratch,
-                          t * cg * hp * wp)
-            tail = view1d(scratch, m * cg * hp * wp, slack)
-            for j in range(slack):
-                tail[j] = zero
-            frames_to_columns(scratch, 0, m, cg, kh, kw, dh, dw, hp, wp, oh, col_at)
-            np.dot(view2d(w, g * og * k, og, k), view2d(scratch, col_at, k, m * n),
-                   view2d(scratch, out_at, og, m * n))
-            for t in range(m):
-                for oc in range(og):
-                    v = b[g * og + oc] if has_bias else zero
-                    for p in range(oh):
-                        yv = view1d(y, ((i0 + t) * o + g * og + oc) * pq + p * ow, ow)
-                        ov = view1d(scratch, out_at + oc * m * n + t * n + p * wp, ow)
-                        for q in range(ow):
-                            yv[q] = ov[q] + v
+                to_interleaved(x, (i0 + t) * c * hh * ww, t, m, g * cg, cg, hh, ww, ph, pw, hp,
+                               wp, scratch, 0)
+            interleaved_to_columns(scratch, 0, m, cg, kh, kw, dh, dw, hp, wp, oh, ow, col_at)
+            np.dot(view2d(w, g * og * k, og, k), view2d(scratch, col_at, k, m * pq),
+                   view2d(scratch, out_at, og, m * pq))
+            for oc in range(og):
+                v = b[g * og + oc] if has_bias else zero
+                ov = view1d(scratch, out_at + oc * m * pq, m * pq)
+                for t in range(m):
+                    yv = view1d(y, ((i0 + t) * o + g * og + oc) * pq, pq)
+                    for j in range(pq):
+                        yv[j] = ov[j * m + t] + v
 
 
 @jit
-def _frames_backward(x, w, dy, dx, dwt, need_x, need_w, c, hh, ww, o, kh, kw, ph, pw, dh, dw,
-                     groups, oh, ow, per, scratch):
-    """The input (dx +=) and weight (dwt +=) gradients of :func:`_frames_forward`."""
+def _il_backward(x, w, dy, dx, dwt, need_x, need_w, c, hh, ww, o, kh, kw, ph, pw, dh, dw,
+                 groups, oh, ow, per, scratch):
+    """The input (dx +=) and weight (dwt +=) gradients of :func:`_il_forward`."""
     cg = c // groups
     og = o // groups
     k = cg * kh * kw
     hp = oh + (kh - 1) * dh
     wp = ow + (kw - 1) * dw
-    n = oh * wp
     pq = oh * ow
-    slack = (kw - 1) * dw
-    col_at = per * cg * hp * wp + slack
-    out_at = col_at + k * per * n
-    dw_t = view2d(scratch, out_at + og * per * n, k, og)
+    col_at = per * cg * hp * wp
+    out_at = col_at + k * per * pq
+    dw_t = view2d(scratch, out_at + og * per * pq, k, og)
     nb = x.shape[0] // (c * hh * ww)
     zero = dx.dtype.type(0.0)
     for i0 in range(0, nb, per):
         m = min(per, nb - i0)
-        col = view2d(scratch, col_at, k, m * n)
-        dyg = view2d(scratch, out_at, og, m * n)
+        col = view2d(scratch, col_at, k, m * pq)
+        dyg = view2d(scratch, out_at, og, m * pq)
         for g in range(groups):
-            # the output gradient in the frame layout, zero on the discarded columns
             for oc in range(og):
+                dv = view1d(scratch, out_at + oc * m * pq, m * pq)
                 for t in range(m):
-                    for p in range(oh):
-                        src = view1d(dy, ((i0 + t) * o + g * og + oc) * pq + p * ow, ow)
-                        dst = view1d(scratch, out_at + oc * m * n + t * n + p * wp, wp)
-                        for q in range(ow):
-                            dst[q] = src[q]
-                        for q in range(ow, wp):
-                            dst[q] = zero
+                    src = view1d(dy, ((i0 + t) * o + g * og + oc) * pq, pq)
+                    for j in range(pq):
+                        dv[j * m + t] = src[j]
             if need_w:
+                zero_padding(scratch, 0, m, cg, hh, ww, ph, pw, hp, wp)
                 for t in range(m):
-                    to_frames(x, (i0 + t) * c * hh * ww, g * cg, cg, hh, ww, ph, pw, hp, wp,
-                              scratch, t * cg * hp * wp)
-                tail = view1d(scratch, m * cg * hp * wp, slack)
-                for j in range(slack):
-                    tail[j] = zero
-                frames_to_columns(scratch, 0, m, cg, kh, kw, dh, dw, hp, wp, oh, col_at)
+                    to_interleaved(x, (i0 + t) * c * hh * ww, t, m, g * cg, cg, hh, ww, ph, pw,
+                                   hp, wp, scratch, 0)
+                interleaved_to_columns(scratch, 0, m, cg, kh, kw, dh, dw, hp, wp, oh, ow, col_at)
                 np.dot(col, dyg.T, dw_t)
                 dwg = view1d(dwt, g * og * k, og * k)
                 for oc in range(og):
@@ -374,13 +365,13 @@ def _frames_backward(x, w, dy, dx, dwt, need_x, need_w, c, hh, ww, o, kh, kw, ph
                         row[j] += dw_t[j, oc]
             if need_x:
                 np.dot(view2d(w, g * og * k, og, k).T, dyg, col)
-                frames = view1d(scratch, 0, m * cg * hp * wp + slack)
-                for j in range(m * cg * hp * wp + slack):
+                frames = view1d(scratch, 0, m * cg * hp * wp)
+                for j in range(m * cg * hp * wp):
                     frames[j] = zero
-                columns_to_frames(scratch, col_at, m, cg, kh, kw, dh, dw, hp, wp, oh, 0)
+                columns_to_interleaved(scratch, col_at, m, cg, kh, kw, dh, dw, hp, wp, oh, ow, 0)
                 for t in range(m):
-                    from_frames(scratch, t * cg * hp * wp, dx, (i0 + t) * c * hh * ww, g * cg,
-                                cg, hh, ww, ph, pw, hp, wp)
+                    from_interleaved(scratch, 0, t, m, dx, (i0 + t) * c * hh * ww, g * cg, cg,
+                                     hh, ww, ph, pw, hp, wp)
 
 
 @jit
@@ -406,7 +397,7 @@ def conv2d_forward(x, w, b, y, has_bias, hyper, h, scratch):
                             oh, ow)
         return
     if sh == 1 and sw == 1:
-        _frames_forward(x, w, b, y, has_bias, c, hh, ww, o, kh, kw, ph, pw, dh, dw, groups, oh,
+        _il_forward(x, w, b, y, has_bias, c, hh, ww, o, kh, kw, ph, pw, dh, dw, groups, oh,
                         ow, samples, scratch)
         return
     per = samples
@@ -472,7 +463,7 @@ def conv2d_backward(x, w, dy, dx, dwt, db, need_x, acc_x, need_w, acc_w, need_b,
                              ph, pw, dh, dw, groups, oh, ow)
         return
     if sh == 1 and sw == 1:
-        _frames_backward(x, w, dy, dx, dwt, need_x, need_w, c, hh, ww, o, kh, kw, ph, pw, dh, dw,
+        _il_backward(x, w, dy, dx, dwt, need_x, need_w, c, hh, ww, o, kh, kw, ph, pw, dh, dw,
                          groups, oh, ow, samples, scratch)
         return
     per = samples
