@@ -134,9 +134,9 @@ def samples_per_product(oh, ow, k):
 
 def scratch_elements(cg, kh, kw, oh, ow, og, sh, sw, dh, dw, algo):
     """Elements of scratch the kernels need; none for the direct loops. im2col, for
-    :func:`samples_per_product` samples: stride 1, the interleaved frames, one column matrix
-    (reused for the input gradient's), one output or output-gradient block and one weight
-    gradient; other strides, two column matrices instead of the frames."""
+    :func:`samples_per_product` samples: stride 1, the interleaved frames of the image and
+    of its gradient, one column matrix (reused for the input gradient's), one output or
+    output-gradient block and one weight gradient; other strides, two column matrices instead of the frames."""
     if algo == ALGO_DIRECT:
         return 1
     k = cg * kh * kw
@@ -144,7 +144,7 @@ def scratch_elements(cg, kh, kw, oh, ow, og, sh, sw, dh, dw, algo):
     cols = m * oh * ow
     if sh == 1 and sw == 1:
         frames = m * cg * (oh + (kh - 1) * dh) * (ow + (kw - 1) * dw)
-        return frames + k * cols + og * cols + og * k
+        return 2 * frames + k * cols + og * cols + og * k
     return 2 * k * cols + og * cols + og * k
 
 
@@ -260,35 +260,43 @@ def from_interleaved(buf, at, t, m, dx, x0, c0, cg, h, w, ph, pw, hp, wp):
 
 
 @jit
-def interleaved_to_columns(buf, fr, m, cg, kh, kw, dh, dw, hp, wp, oh, ow, at):
-    """The column matrix (cg*kh*kw, oh*ow*m) at buf[at:] of the interleaved frames at buf[fr:]."""
+def interleaved_to_columns(buf, fr, m, cg, kh, kw, dh, dw, hp, wp, p0, rows, ow, at):
+    """The column matrix (cg*kh*kw, rows*ow*m) of output rows p0..p0+rows at buf[at:], from the
+    interleaved frames at buf[fr:]."""
     n = ow * m
-    ld = oh * n
+    ld = rows * n
     for c in range(cg):
         for r in range(kh):
             for s in range(kw):
                 row = (c * kh + r) * kw + s
-                for p in range(oh):
-                    src = view1d(buf, fr + ((c * hp + p + r * dh) * wp + s * dw) * m, n)
+                for p in range(rows):
+                    src = view1d(buf, fr + ((c * hp + p0 + p + r * dh) * wp + s * dw) * m, n)
                     dst = view1d(buf, at + row * ld + p * n, n)
                     for j in range(n):
                         dst[j] = src[j]
 
 
 @jit
-def columns_to_interleaved(buf, at, m, cg, kh, kw, dh, dw, hp, wp, oh, ow, fr):
+def columns_to_interleaved(buf, at, m, cg, kh, kw, dh, dw, hp, wp, p0, rows, ow, fr):
     """The adjoint of :func:`interleaved_to_columns`: frames at buf[fr:] += columns at buf[at:]."""
     n = ow * m
-    ld = oh * n
+    ld = rows * n
     for c in range(cg):
         for r in range(kh):
             for s in range(kw):
                 row = (c * kh + r) * kw + s
-                for p in range(oh):
-                    dst = view1d(buf, fr + ((c * hp + p + r * dh) * wp + s * dw) * m, n)
+                for p in range(rows):
+                    dst = view1d(buf, fr + ((c * hp + p0 + p + r * dh) * wp + s * dw) * m, n)
                     src = view1d(buf, at + row * ld + p * n, n)
                     for j in range(n):
                         dst[j] += src[j]
+
+
+@jit(inline="always")
+def block_rows(k, oh, ow, m):
+    """Output rows per product: all of them unless the column matrix would pass
+    COLUMN_ELEMENTS (large images: it then stays in cache between im2col and BLAS)."""
+    return max(1, min(oh, COLUMN_ELEMENTS // (k * ow * m)))
 
 
 @jit
@@ -301,28 +309,33 @@ def _il_forward(x, w, b, y, has_bias, c, hh, ww, o, kh, kw, ph, pw, dh, dw, grou
     hp = oh + (kh - 1) * dh
     wp = ow + (kw - 1) * dw
     pq = oh * ow
-    col_at = per * cg * hp * wp
+    col_at = 2 * per * cg * hp * wp
     out_at = col_at + k * per * pq
     nb = x.shape[0] // (c * hh * ww)
     zero = y.dtype.type(0.0)
     for i0 in range(0, nb, per):
         m = min(per, nb - i0)
+        rows = block_rows(k, oh, ow, m)
         for g in range(groups):
             if i0 == 0 or m < per:  # the padding stays zero while the layout does
                 zero_padding(scratch, 0, m, cg, hh, ww, ph, pw, hp, wp)
             for t in range(m):
                 to_interleaved(x, (i0 + t) * c * hh * ww, t, m, g * cg, cg, hh, ww, ph, pw, hp,
                                wp, scratch, 0)
-            interleaved_to_columns(scratch, 0, m, cg, kh, kw, dh, dw, hp, wp, oh, ow, col_at)
-            np.dot(view2d(w, g * og * k, og, k), view2d(scratch, col_at, k, m * pq),
-                   view2d(scratch, out_at, og, m * pq))
-            for oc in range(og):
-                v = b[g * og + oc] if has_bias else zero
-                ov = view1d(scratch, out_at + oc * m * pq, m * pq)
-                for t in range(m):
-                    yv = view1d(y, ((i0 + t) * o + g * og + oc) * pq, pq)
-                    for j in range(pq):
-                        yv[j] = ov[j * m + t] + v
+            for p0 in range(0, oh, rows):
+                pr = min(rows, oh - p0)
+                nc = pr * ow * m
+                interleaved_to_columns(scratch, 0, m, cg, kh, kw, dh, dw, hp, wp, p0, pr, ow,
+                                       col_at)
+                np.dot(view2d(w, g * og * k, og, k), view2d(scratch, col_at, k, nc),
+                       view2d(scratch, out_at, og, nc))
+                for oc in range(og):
+                    v = b[g * og + oc] if has_bias else zero
+                    ov = view1d(scratch, out_at + oc * nc, nc)
+                    for t in range(m):
+                        yv = view1d(y, ((i0 + t) * o + g * og + oc) * pq + p0 * ow, pr * ow)
+                        for j in range(pr * ow):
+                            yv[j] = ov[j * m + t] + v
 
 
 @jit
@@ -335,42 +348,52 @@ def _il_backward(x, w, dy, dx, dwt, need_x, need_w, c, hh, ww, o, kh, kw, ph, pw
     hp = oh + (kh - 1) * dh
     wp = ow + (kw - 1) * dw
     pq = oh * ow
-    col_at = per * cg * hp * wp
+    fs = per * cg * hp * wp
+    col_at = 2 * fs
     out_at = col_at + k * per * pq
     dw_t = view2d(scratch, out_at + og * per * pq, k, og)
     nb = x.shape[0] // (c * hh * ww)
     zero = dx.dtype.type(0.0)
     for i0 in range(0, nb, per):
         m = min(per, nb - i0)
-        col = view2d(scratch, col_at, k, m * pq)
-        dyg = view2d(scratch, out_at, og, m * pq)
+        rows = block_rows(k, oh, ow, m)
         for g in range(groups):
-            for oc in range(og):
-                dv = view1d(scratch, out_at + oc * m * pq, m * pq)
-                for t in range(m):
-                    src = view1d(dy, ((i0 + t) * o + g * og + oc) * pq, pq)
-                    for j in range(pq):
-                        dv[j * m + t] = src[j]
-            if need_w:
+            if need_w:  # the image frames at 0
                 zero_padding(scratch, 0, m, cg, hh, ww, ph, pw, hp, wp)
                 for t in range(m):
                     to_interleaved(x, (i0 + t) * c * hh * ww, t, m, g * cg, cg, hh, ww, ph, pw,
                                    hp, wp, scratch, 0)
-                interleaved_to_columns(scratch, 0, m, cg, kh, kw, dh, dw, hp, wp, oh, ow, col_at)
-                np.dot(col, dyg.T, dw_t)
-                dwg = view1d(dwt, g * og * k, og * k)
-                for oc in range(og):
-                    row = view1d(dwg, oc * k, k)
-                    for j in range(k):
-                        row[j] += dw_t[j, oc]
-            if need_x:
-                np.dot(view2d(w, g * og * k, og, k).T, dyg, col)
-                frames = view1d(scratch, 0, m * cg * hp * wp)
+            if need_x:  # the input gradient's frames at fs
+                frames = view1d(scratch, fs, m * cg * hp * wp)
                 for j in range(m * cg * hp * wp):
                     frames[j] = zero
-                columns_to_interleaved(scratch, col_at, m, cg, kh, kw, dh, dw, hp, wp, oh, ow, 0)
+            for p0 in range(0, oh, rows):
+                pr = min(rows, oh - p0)
+                nc = pr * ow * m
+                col = view2d(scratch, col_at, k, nc)
+                dyg = view2d(scratch, out_at, og, nc)
+                for oc in range(og):
+                    dv = view1d(scratch, out_at + oc * nc, nc)
+                    for t in range(m):
+                        src = view1d(dy, ((i0 + t) * o + g * og + oc) * pq + p0 * ow, pr * ow)
+                        for j in range(pr * ow):
+                            dv[j * m + t] = src[j]
+                if need_w:
+                    interleaved_to_columns(scratch, 0, m, cg, kh, kw, dh, dw, hp, wp, p0, pr, ow,
+                                           col_at)
+                    np.dot(col, dyg.T, dw_t)
+                    dwg = view1d(dwt, g * og * k, og * k)
+                    for oc in range(og):
+                        row = view1d(dwg, oc * k, k)
+                        for j in range(k):
+                            row[j] += dw_t[j, oc]
+                if need_x:
+                    np.dot(view2d(w, g * og * k, og, k).T, dyg, col)
+                    columns_to_interleaved(scratch, col_at, m, cg, kh, kw, dh, dw, hp, wp, p0, pr,
+                                           ow, fs)
+            if need_x:
                 for t in range(m):
-                    from_interleaved(scratch, 0, t, m, dx, (i0 + t) * c * hh * ww, g * cg, cg,
+                    from_interleaved(scratch, fs, t, m, dx, (i0 + t) * c * hh * ww, g * cg, cg,
                                      hh, ww, ph, pw, hp, wp)
 
 
