@@ -136,7 +136,8 @@ def scratch_elements(cg, kh, kw, oh, ow, og, sh, sw, dh, dw, algo):
     """Elements of scratch the kernels need; none for the direct loops. im2col, for
     :func:`samples_per_product` samples: stride 1, the interleaved frames of the image and
     of its gradient, one column matrix (reused for the input gradient's), one output or
-    output-gradient block and one weight gradient; other strides, two column matrices instead of the frames."""
+    output-gradient block and one weight gradient; other strides, two column matrices instead
+    of the frames."""
     if algo == ALGO_DIRECT:
         return 1
     k = cg * kh * kw

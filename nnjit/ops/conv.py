@@ -7,13 +7,13 @@ output size and the algorithm) is the record's block in the hyper table (aux0); 
 scratch elements the record's kernels need (for im2col: the padded frames at stride 1, column
 matrices, an output block and a weight gradient; :func:`nnjit.kernels.conv.scratch_elements`).
 
-Algorithm per shape (:func:`choose_algorithm`, kernels in :mod:`nnjit.kernels.conv`): im2col +
-BLAS GEMM, with the columns of several small images side by side so each product has up to
-2048 columns (:func:`nnjit.kernels.conv.samples_per_product`). The direct loops (``algorithm="direct"``) were slower at every shape measured,
-LeNet's first layer included (1 -> 6 channels, 5x5, batch 64, 1 thread: forward 17 ms direct
-against 3.9 ms im2col; their rows of 28 pixels are too short to vectorise well; a direct
-one-channel stencil over padded frames was no faster than im2col there either), so they run
-only on request; the tests run both.
+Algorithm per shape (:func:`choose_algorithm`, kernels in :mod:`nnjit.kernels.conv`): im2col + BLAS
+GEMM, with the columns of several small images side by side so each product has up to 2048 columns
+(:func:`nnjit.kernels.conv.samples_per_product`). The direct loops (``algorithm="direct"``) were
+slower at every shape measured, LeNet's first layer included (1 -> 6 channels, 5x5, batch 64, 1
+thread: forward 17 ms direct against 3.9 ms im2col; their rows of 28 pixels are too short to
+vectorise well; a direct one-channel stencil over padded frames was no faster than im2col there
+either), so they run only on request; the tests run both.
 """
 
 from __future__ import annotations
