@@ -4,15 +4,16 @@ A sample's row is its image ``(C, H, W)`` (the input tensor's ``dims``); the wei
 ``(O, C/groups, KH, KW)`` (a 4-D parameter's slot is laid out flat), the bias ``(O,)``; the
 output's dims are ``(O, OH, OW)``. The geometry (sizes, stride, padding, dilation, groups, the
 output size and the algorithm) is the record's block in the hyper table (aux0); aux1 holds the
-scratch elements the record's kernels need (two column matrices and one sample's weight
-gradient for im2col).
+scratch elements the record's kernels need (for im2col: the padded frames at stride 1, column
+matrices, an output block and a weight gradient; :func:`nnjit.kernels.conv.scratch_elements`).
 
-Algorithm per shape (:func:`choose_algorithm`, kernels in :mod:`nnjit.kernels.conv`): im2col +
-BLAS GEMM, with the columns of several small images side by side so each product has about
-2048 columns. The direct loops (``algorithm="direct"``) were slower at every shape measured,
-LeNet's first layer included (1 -> 6 channels, 5x5, batch 64, 1 thread: forward 17 ms direct
-against 3.9 ms im2col; their rows of 28 pixels are too short to vectorise well), so they run
-only on request; the tests run both.
+Algorithm per shape (:func:`choose_algorithm`, kernels in :mod:`nnjit.kernels.conv`): im2col + BLAS
+GEMM, with the columns of several small images side by side so each product has up to 2048 columns
+(:func:`nnjit.kernels.conv.samples_per_product`). The direct loops (``algorithm="direct"``) were
+slower at every shape measured, LeNet's first layer included (1 -> 6 channels, 5x5, batch 64, 1
+thread: forward 17 ms direct against 3.9 ms im2col; their rows of 28 pixels are too short to
+vectorise well; a direct one-channel stencil over padded frames was no faster than im2col there
+either), so they run only on request; the tests run both.
 """
 
 from __future__ import annotations
@@ -165,8 +166,9 @@ def record_conv2d(x, w, b, out_channels: int, group_channels: int, kernel, strid
                          f"got {algorithm!r}")
     algo = ALGORITHMS[algorithm]
     block = (c, h, wd, out_channels, *kernel, *stride, pt, pl, *dilation, groups, oh, ow, algo,
-             kc.samples_per_product(oh, ow))
-    scratch = kc.scratch_elements(group_channels, kernel[0], kernel[1], oh, ow, og, algo)
+             kc.samples_per_product(oh, ow, group_channels * kernel[0] * kernel[1]))
+    scratch = kc.scratch_elements(group_channels, kernel[0], kernel[1], oh, ow, og, *stride,
+                                  *dilation, algo)
     return x.tape.record(_CONV2D, [x, w, b], x.rows, out_channels * oh * ow, block=block,
                          aux=(scratch,), out_dims=(out_channels, oh, ow))
 

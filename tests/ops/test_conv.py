@@ -80,6 +80,31 @@ def test_functional_conv2d_forward_and_gradients_equal_torchs(data):
                                    expected_grads[name], err_msg=name, **F64)
 
 
+def test_a_large_image_runs_in_row_blocks_and_equals_torchs():
+    """Past COLUMN_ELEMENTS the stride-1 kernels build and multiply the column matrix a few
+    output rows at a time (the last block shorter): forward and gradients stay torch's."""
+    from nnjit.kernels.conv import block_rows, samples_per_product
+
+    c, o, size = 64, 3, 24
+    k = c * 3 * 3
+    rows = getattr(block_rows, "py_func", block_rows)(k, size, size,
+                                                       samples_per_product(size, size, k))
+    assert rows < size and size % rows
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(2, c, size, size))
+    w = rng.normal(size=(o, c, 3, 3))
+    b = rng.normal(size=o)
+    model = FunctionalConv(x, w, b, padding=1)
+    trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
+    dummy = np.zeros((2, 1))
+    target = rng.normal(size=(2, o * size * size))
+    expected, expected_grads = _torch_gradients(x, w, b, {"padding": 1}, target)
+    np.testing.assert_allclose(trainer.predict_outputs(dummy), expected, **F64)
+    for name, g in trainer.gradients(dummy, target).items():
+        np.testing.assert_allclose(np.reshape(g, expected_grads[name].shape),
+                                   expected_grads[name], err_msg=name, **F64)
+
+
 class Image(nn.Module):
     def __init__(self, layer, shape):
         super().__init__()
