@@ -1,7 +1,8 @@
 """Loading a job's rows into the arena, at the slots the program layout vector names.
 
-Shared by the interpreter (:func:`load_rows`, the plain loader) and the graph family's sampled
-batch loader (:mod:`nnjit.graph.sampled_batch`), which both import it.
+Shared by the interpreter (:func:`load_rows`, the plain loader; :func:`load_augmented_rows` in
+builds for fits with augmentation) and the graph family's sampled batch loader
+(:mod:`nnjit.graph.sampled_batch`), which both import it.
 
 The rows of X hold every input of the model side by side (:mod:`nnjit.data.inputs`); the layout
 vector has one ``(slot, first column, columns)`` entry per input after its head. Rows are copied
@@ -81,8 +82,20 @@ def load_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, s
     if with_targets:
         load_batch(src_y, perm, use_perm, start, rows,
                    slot_view(values, slots, layout[L_TARGET], rows))
-    # Augmentation (random crop, flip) of a fit's training batches only: use_perm is True exactly
-    # for those (never validation, evaluate, predict or gradients); Python sets L_AUG_* per fit.
+    return rows
+
+
+@jit(inline="always")
+def load_augmented_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots,
+                        layout, gdata, rng):
+    """:func:`load_rows`, then the augmentation (random crop, flip) of a fit's training batches:
+    the job loader of the builds for fits with augmentation (an MLP's build does not compile it).
+
+    ``use_perm`` is True exactly for a fit's training batches (never validation, evaluate,
+    predict or gradients); Python sets the ``L_AUG_*`` fields per fit.
+    """
+    rows = load_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots,
+                     layout, gdata, rng)
     if use_perm and layout[L_AUG_SLOT] >= 0:
         augment_rows(slot_view(values, slots, layout[L_AUG_SLOT], rows), rows, layout[L_AUG_C],
                      layout[L_AUG_H], layout[L_AUG_W], layout[L_AUG_PAD], layout[L_AUG_FLIP] != 0,

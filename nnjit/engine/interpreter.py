@@ -28,7 +28,7 @@ import hashlib
 import numpy as np
 
 from nnjit.engine import status as st
-from nnjit.engine.batch_loading import load_rows
+from nnjit.engine.batch_loading import load_augmented_rows, load_rows
 from nnjit.engine.epoch_rule import end_epoch, restore_best
 from nnjit.engine.fields import (
     C_ACCUM_STEPS,
@@ -424,7 +424,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
 
 
 # -- builds with more families -------------------------------------------------------------------
-def build_for(families):
+def build_for(families, augment: bool = False):
     """The compiled loop for programs whose records use ``families`` (any iterable of
     :class:`~nnjit.ops.OpFamily`): :func:`execute` itself when they are all core, else
     ``execute`` again, from the same source, with a family chain over the core families and the
@@ -435,6 +435,10 @@ def build_for(families):
     :meth:`~nnjit.ops.OpFamily.source_digest` (numba caches machine code by function name and
     file, so another family set, or an edited kernel file, must mean another name). Built once
     per process per family set; compiled on first call, or loaded from numba's cache.
+
+    ``augment``: the build for fits that augment their training batches (the job loader
+    :func:`~nnjit.engine.batch_loading.load_augmented_rows`), kept out of the others so an MLP
+    does not compile the augmentation kernels.
     """
     extra = []
     for fam in families:
@@ -442,9 +446,9 @@ def build_for(families):
             raise TypeError(f"build_for: expected OpFamily objects, got {type(fam).__name__}")
         if not fam.core and fam not in extra:
             extra.append(fam)
-    if not extra:
+    if not extra and not augment:
         return execute
-    return _build(tuple(sorted(extra, key=lambda f: f.block.start)))
+    return _build(tuple(sorted(extra, key=lambda f: f.block.start)), augment)
 
 
 def build_suffix(families) -> str:
@@ -454,14 +458,19 @@ def build_suffix(families) -> str:
 
 
 @functools.cache
-def _build(families):
+def _build(families, augment=False):
     loaders = [f for f in families if f.load_job is not None]
-    if len(loaders) > 1:
+    if len(loaders) > 1 or (loaders and augment):
         raise ValueError("one program uses op families that each load jobs their own way ("
-                         + ", ".join(f.name for f in loaders) + "): at most one may")
-    suffix = build_suffix(families)
+                         + ", ".join(f.name for f in loaders) + (", augmentation" if augment
+                                                                  else "") + "): at most one may")
+    suffix = build_suffix(families) if families else "core"
+    if augment:
+        suffix += "_augment"
+        loader = load_augmented_rows
+    else:
+        loader = loaders[0].load_job if loaders else load_rows
     forward, backward = _chain(families, suffix)
     replay_x = _copy(replay, suffix, {"_extension_forward": forward,
                                       "_extension_backward": backward})
-    return _copy(execute, suffix, {"replay": replay_x,
-                                   "_load_job": loaders[0].load_job if loaders else load_rows})
+    return _copy(execute, suffix, {"replay": replay_x, "_load_job": loader})

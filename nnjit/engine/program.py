@@ -178,6 +178,7 @@ class Program:
         self._execute = it.build_for(self.families)  # (compiled on first call)
         if self._execute is not it.execute:
             compile_notice.watch(self._execute, build_name(self.families), _VALUES_ARG)
+        self._execute_augmented = None  # the build for fits with augmentation, made on demand
         for slot, init in tape.constants.items():  # data the ops read: sparse feature values
             off, rows, cols = (int(v) for v in self.slots[slot, [S_OFFSET, S_ROWS, S_COLS]])
             span = self.values[off : off + rows * cols]
@@ -243,8 +244,19 @@ class Program:
         needs, now: a caller starts its progress clock after this, not before the compile.
         A first compile in the process prints one line on stderr (:mod:`.compile_notice`)."""
         compile_notice.ensure_compiled(
-            self._execute, self._arguments(task, data, training, state, best, history, out,
-                                           batch_log))
+            self._build_for_layout(),
+            self._arguments(task, data, training, state, best, history, out, batch_log))
+
+    def _build_for_layout(self):
+        """The build the next run needs: the program's, or its augmentation build while the
+        layout vector asks for augmented training batches (``L_AUG_SLOT``)."""
+        if self.layout[fields.L_AUG_SLOT] < 0:
+            return self._execute
+        if self._execute_augmented is None:
+            self._execute_augmented = it.build_for(self.families, augment=True)
+            compile_notice.watch(self._execute_augmented,
+                                 build_name(self.families) + " with augmentation", _VALUES_ARG)
+        return self._execute_augmented
 
     def run(self, task, data, training, state, best, history, out, on_pause=None,
             batch_log=None, call=None) -> int:
@@ -262,8 +274,9 @@ class Program:
         """
         self.gdata[G_INPUT_LOADED] = 0  # the caller's X may differ from the last call's
         args = self._arguments(task, data, training, state, best, history, out, batch_log)
+        execute = self._build_for_layout()
         while True:
-            status, where = self._execute(*args) if call is None else call(self._execute, args)
+            status, where = execute(*args) if call is None else call(execute, args)
             if status == st.YIELD_FORWARD or status == st.YIELD_BACKWARD:
                 self._run_python_op(status, int(where), state)
                 continue

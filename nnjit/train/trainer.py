@@ -400,14 +400,14 @@ class Trainer:
         arrays = (data.X, Y, Xv, Yv, self._shuffle_order(len(data.X)))
         training = self._training_arrays(plan, lr_table, plateau)
         stop = None  # (the plain single call: Ctrl-C is seen when it returns)
-        if plan.per_epoch or plan.threaded:  # Python runs alongside: compile before its clocks
-            stop = StopRequest(self._run_state)
-            program.prepare(fields.TASK_FIT, arrays, training(), self._state, self._best, history,
-                            self._empty(1), self._batch_log)
-
-        self._begin_callbacks(plan, carried)
-        set_augmentation(program.layout, augmentation)  # this fit's training batches only
+        # this fit's training batches only (it also picks the build: augmentation has its own)
+        set_augmentation(program.layout, augmentation)
         try:
+            if plan.per_epoch or plan.threaded:  # Python runs alongside: compile before its clocks
+                stop = StopRequest(self._run_state)
+                program.prepare(fields.TASK_FIT, arrays, training(), self._state, self._best,
+                                history, self._empty(1), self._batch_log)
+            self._begin_callbacks(plan, carried)
             status, interrupted = self._run(plan, arrays, training, history, stop)
         finally:
             set_augmentation(program.layout, NO_AUGMENTATION)
