@@ -20,9 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-
-#: The integer type whose bits an integer input's columns hold, by arena dtype.
-_INT_OF = {np.dtype(np.float32): np.dtype(np.int32), np.dtype(np.float64): np.dtype(np.int64)}
+from nnjit.dtypes import integer_dtype
 
 
 @dataclass(frozen=True)
@@ -117,7 +115,7 @@ class Inputs:
         flat = a.reshape(len(a), spec.cols)  # (a view when ``a`` is contiguous)
         if not spec.integer:
             return to_arena(flat, dtype, where)
-        int_type = _INT_OF[dtype]
+        int_type = integer_dtype(dtype)
         bounds = np.iinfo(int_type)
         low, high = int(flat.min()), int(flat.max())
         if low < bounds.min or high > bounds.max:
