@@ -173,20 +173,43 @@ def test_global_average_pool_is_the_mean_of_each_plane():
                                rtol=1e-12)
 
 
-@pytest.mark.parametrize("stride", [1, 2])
-def test_max_pool_ties_send_the_gradient_to_the_first_maximum_as_torch(stride):
+@pytest.mark.parametrize("kw", [dict(kernel_size=3, stride=1, padding=1),
+                                dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=2, stride=2)])  # (the 2x2 kernel)
+def test_max_pool_ties_send_the_gradient_to_the_first_maximum_as_torch(kw):
     """Windows full of equal values (and overlapping ones, stride 1): the gradient goes to the
     first maximum in row-major window order, as in PyTorch's CPU kernel."""
     torch = import_torch()
     images = np.random.default_rng(2).integers(0, 2, (2, 2, 6, 6)).astype(np.float64)
     images[0, 0] = 1.0  # a constant plane: every window is a tie
-    kw = dict(kernel_size=3, stride=stride, padding=1)
     out, grad, target = run_nnjit(MaxPool2d(**kw), images)
     expected, expected_grad = run_torch(lambda x: torch.nn.functional.max_pool2d(x, **kw),
                                         images, target)
     np.testing.assert_array_equal(out, expected)
     np.testing.assert_allclose(grad, expected_grad, rtol=1e-12, atol=0)
     assert np.count_nonzero(grad[0, 0]) < grad[0, 0].size  # one winner per window
+
+
+@pytest.mark.parametrize("kernel, stride, padding", [(3, 2, 1), (2, 2, 0)])  # (2: its own loop)
+def test_max_pool_kernel_nan_wins_its_window_as_torch(kernel, stride, padding):
+    """A NaN is its window's maximum and the last of several NaNs its argmax, as in PyTorch's
+    CPU kernel; NaNs among ties take every branch of the comparison. (The kernel itself: a
+    NaN loss stops a fit before any gradient could be compared.)"""
+    torch = import_torch()
+    from nnjit.kernels.pooling import maxpool2d_forward
+
+    rng = np.random.default_rng(5)
+    images = rng.integers(0, 3, (2, 3, 8, 8)).astype(np.float64)
+    images[rng.random(images.shape) < 0.15] = np.nan
+    expected, indices = torch.nn.functional.max_pool2d(
+        torch.from_numpy(images), kernel, stride, padding, return_indices=True)
+    planes, (oh, ow) = 6, expected.shape[2:]
+    out, argmax = np.empty(planes * oh * ow), np.empty(planes * oh * ow)
+    maxpool2d_forward(images.ravel(), out, argmax, planes, 8, 8, oh, ow, kernel, kernel, stride,
+                      stride, padding, padding, 1, 1)
+    assert np.isnan(out).any() and not np.isnan(out).all()
+    np.testing.assert_array_equal(out, expected.numpy().ravel())
+    np.testing.assert_array_equal(argmax, indices.numpy().ravel())
 
 
 class TwoPools(nn.Module):
