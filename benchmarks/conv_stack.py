@@ -54,7 +54,7 @@ def _layer(c, o, size, algorithm):
 
     algo = ALGORITHMS[algorithm]
     block = (c, size, size, o, KERNEL, KERNEL, 1, 1, 1, 1, 1, 1, 1, size, size, algo,
-             kc.samples_per_product(size, size, c * KERNEL * KERNEL))
+             kc.samples_per_product(size, size, c * KERNEL * KERNEL, o))
     scratch = kc.scratch_elements(c, KERNEL, KERNEL, size, size, o, 1, 1, 1, 1, algo)
     flops = 2.0 * BATCH * o * size * size * c * KERNEL * KERNEL
     return block, scratch, flops

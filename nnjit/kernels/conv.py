@@ -35,9 +35,12 @@ ALGO_IM2COL, ALGO_DIRECT = 0, 1
 # im2col puts the columns of several samples side by side until a product has about this many
 # columns: BLAS runs far below its peak on one small image's (16 x 150 x 100 for LeNet's conv2)
 PRODUCT_COLUMNS = 2048
-# ... but no more samples than keep the column matrix within about 640 KB of float32: LeNet's
-# conv2 (150 rows) ran fastest with 10 samples (1000 columns), slower with 14 or 20
+# ... but no more samples than keep the column matrix within about 640 KB of float32
 COLUMN_ELEMENTS = 160_000
+# ... and, for small layers, no more than keep a product's M*N*K within OpenBLAS's small-matrix
+# limit on AVX-512 (100^3: below it, no packing): LeNet's conv2 (16 x 150 x 100 per sample)
+# multiplies 4 samples (960k) in half the time per column that 10 samples (2.4M) take
+SMALL_PRODUCT = 1_000_000
 
 
 @jit(inline="always")
@@ -125,11 +128,14 @@ def _geometry(hyper, h):
             int(g[G_GROUPS]), int(g[G_OH]), int(g[G_OW]), int(g[G_ALGO]), int(g[G_SAMPLES]))
 
 
-def samples_per_product(oh, ow, k):
+def samples_per_product(oh, ow, k, og):
     """Samples whose columns im2col puts side by side in one product: up to PRODUCT_COLUMNS
-    columns, while the column matrix (``k`` rows) stays within COLUMN_ELEMENTS."""
+    columns, while the column matrix (``k`` rows) stays within COLUMN_ELEMENTS and, when one
+    sample's product (``og`` output channels) is under SMALL_PRODUCT, the product too."""
     pq = oh * ow
-    return max(1, min(PRODUCT_COLUMNS // pq, COLUMN_ELEMENTS // (k * pq)))
+    m = max(1, min(PRODUCT_COLUMNS // pq, COLUMN_ELEMENTS // (k * pq)))
+    per_sample = og * k * pq
+    return min(m, SMALL_PRODUCT // per_sample) if per_sample <= SMALL_PRODUCT else m
 
 
 def scratch_elements(cg, kh, kw, oh, ow, og, sh, sw, dh, dw, algo):
@@ -141,7 +147,7 @@ def scratch_elements(cg, kh, kw, oh, ow, og, sh, sw, dh, dw, algo):
     if algo == ALGO_DIRECT:
         return 1
     k = cg * kh * kw
-    m = samples_per_product(oh, ow, k)
+    m = samples_per_product(oh, ow, k, og)
     cols = m * oh * ow
     if sh == 1 and sw == 1:
         frames = m * cg * (oh + (kh - 1) * dh) * (ow + (kw - 1) * dw)

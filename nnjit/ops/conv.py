@@ -166,7 +166,7 @@ def record_conv2d(x, w, b, out_channels: int, group_channels: int, kernel, strid
                          f"got {algorithm!r}")
     algo = ALGORITHMS[algorithm]
     block = (c, h, wd, out_channels, *kernel, *stride, pt, pl, *dilation, groups, oh, ow, algo,
-             kc.samples_per_product(oh, ow, group_channels * kernel[0] * kernel[1]))
+             kc.samples_per_product(oh, ow, group_channels * kernel[0] * kernel[1], og))
     scratch = kc.scratch_elements(group_channels, kernel[0], kernel[1], oh, ow, og, *stride,
                                   *dilation, algo)
     return x.tape.record(_CONV2D, [x, w, b], x.rows, out_channels * oh * ow, block=block,

@@ -88,7 +88,7 @@ def test_a_large_image_runs_in_row_blocks_and_equals_torchs():
     c, o, size = 64, 3, 24
     k = c * 3 * 3
     rows = getattr(block_rows, "py_func", block_rows)(k, size, size,
-                                                       samples_per_product(size, size, k))
+                                                       samples_per_product(size, size, k, o))
     assert rows < size and size % rows
     rng = np.random.default_rng(3)
     x = rng.normal(size=(2, c, size, size))
