@@ -228,13 +228,14 @@ class Program:
         except MemoryError:
             raise ArenaTooLarge((values_size + grads_size) * np.dtype(self.dtype).itemsize,
                                 self.max_batch) from None
-        # (the arrays the compiled loop could write are the instance's own)
+        # The arrays the compiled loop writes are the instance's own; it only reads the records
+        # and the slot table (graph batches write the slot table: graph programs are not reused).
         program.layout, program.hyper = self.layout.copy(), self.hyper.copy()
-        program.records, program.slots = self.records.copy(), self.slots.copy()
         program.rng = seed_state(seed)
         program.gdata = no_graph()
         program.current_rows = self.max_batch
-        program._write_constants()
+        if self.tape.constants:
+            program._write_constants()
         return program
 
     # -- views ---------------------------------------------------------------------------------
