@@ -31,11 +31,18 @@ from collections import OrderedDict
 
 import numpy as np
 
+from nnjit.tape.tape import Node, SlotSpec
+
 MAX_ENTRIES = 64  # layouts kept (least recently used dropped first); each holds no arena
 
 _FRAMEWORK_ATTRIBUTES = frozenset(  # Module's own bookkeeping, keyed separately or irrelevant
     ("_parameters", "_buffers", "_modules", "_provisional", "_path", "_trainer"))
 _SCALARS = (int, float, bool, str, type(None), np.dtype)
+
+# What a traced_key reads of each op and slot: every field (a field added later is keyed too),
+# but the ones the layout derives (accumulate) or that make a tape uncacheable (python_op).
+_NODE_FIELDS = tuple(f for f in Node.__slots__ if f not in ("accumulate", "python_op"))
+_SLOT_FIELDS = tuple(SlotSpec.__slots__)
 
 _lock = threading.Lock()  # (fits run in threads: joblib's threading backend)
 _entries: OrderedDict[tuple, object] = OrderedDict()
@@ -74,6 +81,29 @@ def structure_key(modules, named_params, named_buffers, loss, specs, rows: int,
         parts.append((name, data.shape, data.dtype.str,
                       bool(getattr(tensor, "requires_grad", True)), index))
     return tuple(parts)
+
+
+def traced_key(tape, inputs, target, output, loss) -> tuple | None:
+    """The key of a layout by what was traced: every op (opcode, slots, aux, owner, which
+    inputs take a gradient), every slot spec, the op hyper-parameters, the inputs' row shapes,
+    the parameter names and the roles of the target, output and loss slots. Two tapes with the
+    same key make the same :class:`Program` but for its arenas and RNG, whatever the models'
+    classes, so a model the structure key cannot describe (a user's ``forward``) is traced but
+    not laid out again. None for tapes with Python ops, a graph or constants."""
+    if tape.python_ops or tape.graph is not None or tape.constants:
+        return None
+    nodes = tuple(tuple(_listless(getattr(node, f)) for f in _NODE_FIELDS) for node in tape.nodes)
+    slots = tuple((type(spec.rows),) + tuple(getattr(spec, f) for f in _SLOT_FIELDS)
+                  for spec in tape.slots)
+    xs = (inputs,) if not isinstance(inputs, tuple) else inputs
+    return ("traced", tape.dtype.str, int(tape.max_batch), nodes, slots,
+            tuple(float(h).hex() for h in tape.hyper),
+            tuple((x.slot, tuple(x.dims), bool(x.is_integer)) for x in xs),
+            target.slot, output.slot, loss.slot, tuple(tape.param_slots.items()))
+
+
+def _listless(value):
+    return tuple(value) if isinstance(value, list) else value
 
 
 def _plain_attributes(obj, skip) -> tuple | None:

@@ -242,6 +242,10 @@ class Trainer:
                 tape, x, out = self._trace(specs, rows, where)
             target = tape.input(target_cols, "target")
             loss = self.loss.record(tape, out, target)
+            if key is None:  # (a model the structure key cannot describe: key what was traced)
+                key = program_cache.traced_key(tape, x, target, out, loss)
+                program = program_cache.instance(key, target_cols, self.seed)
+        if program is None:
             try:
                 program = Program(tape, x, target, out, loss, seed=self.seed)
             except ArenaTooLarge as e:

@@ -110,8 +110,14 @@ def test_each_structural_change_traces_anew(change):
     _same(warm, _cold(**kwargs))
 
 
+ACTIVATION = "relu"  # read by Custom.forward: a user's forward may read anything
+
+
 class Custom(nn.Module):
-    """A user's model: its forward may read anything, so it is never cached."""
+    """A user's model: traced at every fit (its forward may read a global); the layout of an
+    identical trace is reused."""
+
+    traces = 0
 
     def __init__(self, hidden=8):
         super().__init__()
@@ -119,23 +125,40 @@ class Custom(nn.Module):
         self.out = nn.Linear(hidden, 2)
 
     def forward(self, x):
-        return self.out(nn.functional.relu(self.hidden(x)))
+        Custom.traces += 1
+        h = self.hidden(x)
+        return self.out(nn.functional.relu(h) if ACTIVATION == "relu" else nn.functional.tanh(h))
 
 
-def test_user_modules_are_traced_every_time():
+def test_user_modules_are_traced_every_time_and_reuse_identical_traces():
+    global ACTIVATION
+    _cold(make=Custom)
+    traces, (hits, misses) = Custom.traces, _counts()
+    warm = _fit(make=Custom, seed=3)
+    assert Custom.traces == traces + 1 and _counts() == (hits + 1, misses)
+    _same(warm, _cold(make=Custom, seed=3))
+    try:
+        ACTIVATION = "tanh"  # the same module, another trace: never the cached layout
+        hits, misses = _counts()
+        changed = _fit(make=Custom, seed=3)
+        assert _counts() == (hits, misses + 1)
+        _same(changed, _cold(make=Custom, seed=3))
+        assert not np.array_equal(changed[1], warm[1])
+    finally:
+        ACTIVATION = "relu"
+    hits, misses = _counts()
+    _fit(make=lambda: Custom(hidden=9))
+    assert _counts() == (hits, misses + 1)
+
+
+def test_attributes_the_structure_key_cannot_describe_fall_back_to_the_trace():
+    def odd():
+        model = _base()
+        model[1].callback = lambda x: x  # not a plain value: no structure key
+        return model
+
     program_cache.clear()
-    before = _counts()
-    first = _fit(make=Custom)
-    second = _fit(make=Custom)
-    assert _counts() == before
-    _same(first, second)
-    assert program_cache.output_cols(None) is None
-
-
-def test_structure_key_refuses_attributes_it_cannot_describe():
-    model = _base()
-    model[1].callback = lambda x: x  # not a plain value: uncacheable
-    trainer = nn.Trainer(model, dtype=F64, seed=0)
-    before = _counts()
-    trainer.fit(X, Y, epochs=1, verbose=False)
-    assert _counts() == before
+    first = _fit(make=odd)
+    hits, misses = _counts()
+    _same(_fit(make=odd), first)
+    assert _counts() == (hits + 1, misses)  # (by the traced key)
