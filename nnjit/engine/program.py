@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from nnjit.data.inputs import InputSpec
@@ -214,6 +216,10 @@ class Program:
                                  layout=self.layout.copy(), hyper=self.hyper.copy(),
                                  _execute_augmented=None)
         template._arena_sizes = (self.values.size, self.grads.size)
+        # Its own copy of the tape, frozen by the template: the traced tape points back to this
+        # program, whose arena the cache must not keep alive.
+        template.tape = copy.copy(self.tape)
+        template.tape.program = template
         return template
 
     def instance(self, seed: int) -> Program:

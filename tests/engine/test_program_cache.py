@@ -162,3 +162,19 @@ def test_attributes_the_structure_key_cannot_describe_fall_back_to_the_trace():
     hits, misses = _counts()
     _same(_fit(make=odd), first)
     assert _counts() == (hits + 1, misses)  # (by the traced key)
+
+
+def test_the_cache_keeps_no_arena_alive():
+    import gc
+    import weakref
+
+    program_cache.clear()
+    nn.set_seed(0)
+    model = _base()
+    trainer = nn.Trainer(model, dtype=F64, seed=0)
+    trainer.fit(X, Y, epochs=1, verbose=False)
+    arena = weakref.ref(trainer.program.values)
+    del model, trainer
+    gc.collect()
+    assert arena() is None
+    assert _fit(make=_base)[0].shape == (2,)  # (and the cached layout still serves)
