@@ -132,6 +132,14 @@ class Param:
         """Validate ``value`` for the argument named ``where``; return it normalised."""
         if value is None and self.none_ok:
             return None
+        kind = self.kind
+        if (kind == "int" and type(value) is int) or (kind == "float" and type(value) is float
+                                                       and math.isfinite(value)):
+            # the common case, without building the message of a failure
+            low, high = self.low, self.high
+            if (low is None or (value > low if self.low_open else value >= low)) and (
+                    high is None or (value < high if self.high_open else value <= high)):
+                return value
         fail = ValueError(f"{where} must be {self.describe()}, got {value!r}")
         if self.kind == "bool":
             if isinstance(value, (bool, np.bool_)):

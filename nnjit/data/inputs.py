@@ -33,7 +33,7 @@ class InputSpec:
     @property
     def cols(self) -> int:
         """Columns of the input in the packed matrix (the row's element count)."""
-        return int(np.prod(self.dims, dtype=np.int64))
+        return math.prod(self.dims)  # (np.prod costs ~10 us a call; every fit asks)
 
     def describe(self) -> str:
         """``(None, 3) float`` / ``(None, 1, 28, 28) float`` / ``(None, 2) int``."""

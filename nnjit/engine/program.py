@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 from nnjit.data.inputs import InputSpec
@@ -179,19 +181,68 @@ class Program:
         if self._execute is not it.execute:
             compile_notice.watch(self._execute, build_name(self.families), _VALUES_ARG)
         self._execute_augmented = None  # the build for fits with augmentation, made on demand
-        for slot, init in tape.constants.items():  # data the ops read: sparse feature values
+        self._write_constants()
+        tape.program = self
+
+    def _write_constants(self) -> None:
+        """Write the data the ops read (sparse feature values) into a new arena."""
+        spec_of = self.tape.slots
+        for slot, init in self.tape.constants.items():
             off, rows, cols = (int(v) for v in self.slots[slot, [S_OFFSET, S_ROWS, S_COLS]])
             span = self.values[off : off + rows * cols]
-            if slots[slot].integer:  # the integers' bits, never a float conversion
+            if spec_of[slot].integer:  # the integers' bits, never a float conversion
                 ints, kind = np.asarray(init).ravel(), integer_dtype(self.dtype)
                 if ints.size and not (np.iinfo(kind).min <= ints.min()
                                       and ints.max() <= np.iinfo(kind).max):
-                    raise ValueError(f"constant '{slots[slot].name}': integers outside the "
+                    raise ValueError(f"constant '{spec_of[slot].name}': integers outside the "
                                      f"{kind} range of a {self.dtype} arena")
                 span.view(kind)[:] = ints
             else:
                 span[:] = np.asarray(init, self.dtype).ravel()
-        tape.program = self
+
+    # -- reuse (nnjit.engine.program_cache) ------------------------------------------------------
+    @property
+    def reusable(self) -> bool:
+        """Whether another model of the same structure may run on a copy of this layout: no
+        Python ops (they hold the traced model's modules) and no graph (it holds the data)."""
+        return not self.python_ops and self.graph is None
+
+    def template(self) -> Program:
+        """This layout without its arenas: what :meth:`instance` copies. It keeps the records,
+        slot table and build, never the parameters or the RNG of the fit that made it."""
+        template = object.__new__(type(self))
+        template.__dict__.update(self.__dict__)
+        template.__dict__.update(values=None, grads=None, rng=None, gdata=None,
+                                 layout=self.layout.copy(), hyper=self.hyper.copy(),
+                                 _execute_augmented=None)
+        template._arena_sizes = (self.values.size, self.grads.size)
+        # Its own copy of the tape, frozen by the template: the traced tape points back to this
+        # program, whose arena the cache must not keep alive.
+        template.tape = copy.copy(self.tape)
+        template.tape.program = template
+        return template
+
+    def instance(self, seed: int) -> Program:
+        """A new program on this template's layout, with zeroed arenas and the RNG of ``seed``:
+        what ``Program(...)`` on a fresh trace of the same structure would be."""
+        program = object.__new__(type(self))
+        program.__dict__.update(self.__dict__)
+        values_size, grads_size = self._arena_sizes
+        try:
+            program.values = np.zeros(values_size, dtype=self.dtype)
+            program.grads = np.zeros(grads_size, dtype=self.dtype)
+        except MemoryError:
+            raise ArenaTooLarge((values_size + grads_size) * np.dtype(self.dtype).itemsize,
+                                self.max_batch) from None
+        # The arrays the compiled loop writes are the instance's own; it only reads the records
+        # and the slot table (graph batches write the slot table: graph programs are not reused).
+        program.layout, program.hyper = self.layout.copy(), self.hyper.copy()
+        program.rng = seed_state(seed)
+        program.gdata = no_graph()
+        program.current_rows = self.max_batch
+        if self.tape.constants:
+            program._write_constants()
+        return program
 
     # -- views ---------------------------------------------------------------------------------
     def view(self, slot: int, grad: bool = False) -> np.ndarray:

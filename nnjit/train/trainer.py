@@ -23,7 +23,7 @@ from nnjit.data.images import ImageDataset
 from nnjit.data.inputs import InputSpec, Inputs, spec_mismatch
 from nnjit.data.loader import DataLoader
 from nnjit.dtypes import DEFAULT_DTYPE, SUPPORTED_DTYPES
-from nnjit.engine import fields
+from nnjit.engine import fields, program_cache
 from nnjit.engine import status as st
 from nnjit.engine.program import ArenaTooLarge, Program, format_bytes, physical_memory
 from nnjit.kernels import loss as kl
@@ -38,6 +38,7 @@ from nnjit.random import next_seed
 from nnjit.regularizers import Regularizer
 from nnjit.tape.tape import Tape, Tensor
 from nnjit.train import resume
+from nnjit.train.fit_arguments import fit_arguments
 from nnjit.train.fit_plan import MONITORS, FitPlan
 from nnjit.train.fit_report import batch_history, epoch_line, fit_history, show_rows, summary_line
 from nnjit.train.interrupt import EpochCaller, StopRequest, in_main_thread, run_in_worker
@@ -77,6 +78,7 @@ class Trainer:
     Example:
         >>> trainer = Trainer(model, Adam(lr=0.01), CrossEntropyLoss())
         >>> history = trainer.fit(DataLoader(X, y, batch_size=16), epochs=100, val=(Xv, yv))
+        >>> history = trainer.fit(X, y, epochs=100, batch_size=16)  # as Keras' fit(x, y)
         >>> trainer.predict(X_test)
     """
 
@@ -134,21 +136,8 @@ class Trainer:
 
     def _trace(self, specs: tuple[InputSpec, ...], max_batch: int, where: str):
         tape = Tape(self.dtype, self._graph.max_rows if self._graph is not None else max_batch)
-        self._modules = walk_modules(self.model)  # traversed once per trace
-        self._module_dicts = [module.__dict__ for _, module in self._modules]
-        self._named_params = named = []
-        self._named_buffers = buffers = []
-        seen = set()
-        for path, module in self._modules:
-            module.__dict__["_path"] = path
-            for name, p in module._parameters.items():  # as Module.named_parameters()
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    named.append((f"{path}.{name}" if path else name, p))
-            for name, b in module.__dict__.get("_buffers", {}).items():  # as named_buffers()
-                if b is not None and id(b) not in seen:
-                    seen.add(id(b))
-                    buffers.append((f"{path}.{name}" if path else name, b))
+        self._walk_model()
+        named, buffers = self._named_params, self._named_buffers
         # Buffers follow the parameters in the parameter block: the optimizer's span is its
         # head (Program.n_trainable), snapshots and restores cover all of it.
         tape.parameters(named + buffers)
@@ -175,6 +164,35 @@ class Trainer:
                             f"of its last layer, got {type(out).__name__}")
         return tape, x, out
 
+    def _walk_model(self) -> None:
+        """Find the model's modules, parameters and buffers (what a trace lays out), once per
+        trace or program-cache lookup."""
+        self._modules = walk_modules(self.model)
+        self._module_dicts = [module.__dict__ for _, module in self._modules]
+        self._named_params = named = []
+        self._named_buffers = buffers = []
+        seen = set()
+        for path, module in self._modules:
+            module.__dict__["_path"] = path
+            for name, p in module._parameters.items():  # as Module.named_parameters()
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    named.append((f"{path}.{name}" if path else name, p))
+            for name, b in module.__dict__.get("_buffers", {}).items():  # as named_buffers()
+                if b is not None and id(b) not in seen:
+                    seen.add(id(b))
+                    buffers.append((f"{path}.{name}" if path else name, b))
+
+    def _program_key(self, specs: tuple[InputSpec, ...], max_batch: int):
+        """The model's key in :mod:`nnjit.engine.program_cache` for a layout of ``max_batch``
+        rows (walking the model as a trace would), or None when it cannot be cached."""
+        if self._graph is not None:
+            return None
+        self._walk_model()
+        return program_cache.structure_key(self._modules, self._named_params,
+                                           self._named_buffers, self.loss, specs, max_batch,
+                                           self.dtype)
+
     def _compile(self, specs: tuple[InputSpec, ...], y, max_batch: int, where: str, *,
                  inference: bool = False, inputs: Inputs | None = None):
         """Trace and lay out the model for inputs of ``specs`` if needed; return ``y(n_outputs)``
@@ -194,10 +212,13 @@ class Trainer:
             if inference and program.graph is graph:
                 return None if y is None else y(program.output_cols)
         n_outputs = program.output_cols if program is not None else None
-        tape = None
-        if n_outputs is None:
-            tape, x, out = self._trace(specs, max_batch, where)
-            n_outputs = out.cols
+        tape = key = None
+        if n_outputs is None:  # a first layout: a cached one needs no trace
+            key = self._program_key(specs, max_batch)
+            n_outputs = program_cache.output_cols(key)
+            if n_outputs is None:
+                tape, x, out = self._trace(specs, max_batch, where)
+                n_outputs = out.cols
         Y = None if y is None else y(n_outputs)
         target_cols = Y.shape[1] if Y is not None else (
             program.target_cols if program is not None else (1 if self.loss.is_classification
@@ -211,11 +232,20 @@ class Trainer:
             tape = None
             program = None
         if program is None:
+            rows = (max_batch if tape is not None or self._inference_layout
+                    else max(max_batch, self._max_batch()))
+            if key is None or rows != max_batch:
+                key = self._program_key(specs, rows)
+            program = program_cache.instance(key, target_cols, self.seed)
+        if program is None:
             if tape is None:
-                tape, x, out = self._trace(specs, max_batch if self._inference_layout
-                                           else max(max_batch, self._max_batch()), where)
+                tape, x, out = self._trace(specs, rows, where)
             target = tape.input(target_cols, "target")
             loss = self.loss.record(tape, out, target)
+            if key is None:  # (a model the structure key cannot describe: key what was traced)
+                key = program_cache.traced_key(tape, x, target, out, loss)
+                program = program_cache.instance(key, target_cols, self.seed)
+        if program is None:
             try:
                 program = Program(tape, x, target, out, loss, seed=self.seed)
             except ArenaTooLarge as e:
@@ -227,6 +257,8 @@ class Trainer:
                                   f"be allocated here ({format_bytes(physical_memory())} of RAM);"
                                   f" use a smaller {'batch' if where == 'gradients' else what}"
                                   ) from None
+            program_cache.store(key, target_cols, program)
+        if program is not self.program:
             self._install(program)
         self._inference_layout = inference  # a fit's layout stays one (and grows as fits need)
         return Y
@@ -296,7 +328,8 @@ class Trainer:
         return empty_rows(self.dtype, cols)
 
     # -- fitting ---------------------------------------------------------------------------------
-    def fit(self, train, epochs: int = 100, val=None, *, val_dataloader=None, tol: float = 1e-4,
+    def fit(self, train, y=None, epochs: int = 100, val=None, *, batch_size: int | None = None,
+            shuffle: bool | None = None, val_dataloader=None, tol: float = 1e-4,
             n_iter_no_change: int | None = 10, monitor: str | None = None,
             restore_best: bool = True, verbose=True, callbacks=None, scheduler=None,
             grad_clip_norm: float | None = None, accumulation_steps: int = 1,
@@ -311,9 +344,16 @@ class Trainer:
         (``restore_best``) and when training diverges.
 
         Args:
-            train: a :class:`DataLoader` or ``(X, y)``.
+            train: the inputs ``X`` (an array, or a tuple of arrays for a model with several
+                inputs) with their targets ``y``, as Keras' ``fit(x, y)``; or a
+                :class:`DataLoader`, ``(X, y)``, a Graph or a NeighborLoader, without ``y``.
+            y: the targets of ``X`` (an array-like). For compatibility, a number here is
+                ``epochs``: ``fit(loader, 50, val)`` is ``fit(loader, epochs=50, val=val)``.
             epochs: maximum number of epochs (>= 1).
             val (alias val_dataloader): validation data, a DataLoader or ``(X, y)``.
+            batch_size: rows per training batch of ``fit(X, y)`` (default 32, Keras'); a
+                DataLoader has its own.
+            shuffle: shuffle ``fit(X, y)``'s rows every epoch (default True, Keras').
             tol: minimum improvement.
             n_iter_no_change: patience in epochs.
             monitor: ``"val_loss"`` (default with validation data), ``"val_accuracy"``, or
@@ -367,6 +407,7 @@ class Trainer:
             ValueError: bad arguments or data (the message names the argument or layer).
             TrainingDivergedError: the loss became NaN/inf (best weights restored first).
         """
+        train, epochs, val = fit_arguments(train, y, epochs, val, batch_size, shuffle)
         train, val = with_validation(train, val, val_dataloader, "fit")
         plan = FitPlan.build(
             self.loss, val is not None, epochs=epochs, initial_epoch=initial_epoch,

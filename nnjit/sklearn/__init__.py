@@ -1,0 +1,1 @@
+from nnjit.sklearn.neural_net import NeuralNetClassifier, NeuralNetRegressor

@@ -1,0 +1,108 @@
+"""How :meth:`Trainer.fit` reads its positional arguments: ``fit(X, y, ...)`` as Keras does, and
+the older ``fit(train, epochs, val)``.
+
+``fit(train, y=None, epochs=100, val=None)``: the second argument is the targets when it is an
+array-like (``fit(X, y)``, ``fit((X_num, X_cat), y)`` for a model with several inputs), and the
+epoch count when it is a number (``fit(loader, 50)``, ``fit((X, y), 50, val)``: the order fit
+had before it took ``y``). Everything else that could be read two ways is refused with a message
+saying how to pass the data, rather than guessed.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from nnjit.checks import Bool, Int
+from nnjit.data.full_batch import FullBatch
+from nnjit.data.graph import Graph
+from nnjit.data.images import ImageDataset
+from nnjit.data.loader import DataLoader
+from nnjit.data.neighbor_loader import NeighborLoader
+
+DEFAULT_EPOCHS = 100
+KERAS_BATCH_SIZE = 32  # fit(X, y)'s batch size when none is given (Keras' default)
+
+_LOADERS = (DataLoader, Graph, FullBatch, NeighborLoader, ImageDataset)
+_BATCH_SIZE = Int(min=1, none_ok=True, says="an int >= 1 or None")
+_SHUFFLE = Bool(none_ok=True)
+_HOW = ("pass fit(X, y, epochs=..., val=(X_val, y_val)) with arrays, or fit(loader, "
+        "epochs=..., val=...) with a DataLoader")
+
+
+def fit_arguments(train, y, epochs, val, batch_size, shuffle):
+    """``(train, epochs, val)`` for ``fit(train, y, epochs, val, batch_size=, shuffle=)``:
+    ``train`` a DataLoader built from ``(train, y)`` when ``y`` holds the targets, else as
+    given; ``epochs`` and ``val`` moved to their places for the older positional order.
+
+    Raises:
+        ValueError: a call that could mean two things, or data in the wrong place; the message
+            says how to pass it.
+    """
+    batch_size = _BATCH_SIZE.check("fit: batch_size", batch_size)
+    shuffle = _SHUFFLE.check("fit: shuffle", shuffle)
+    if y is None:
+        if isinstance(train, np.ndarray):
+            raise ValueError(f"fit: got X ({_describe(train)}) without targets; {_HOW}")
+        if isinstance(train, tuple) and len(train) == 2 and not isinstance(
+                train[1], _LOADERS) and (batch_size is not None or shuffle is not None):
+            return _loader(train[0], train[1], batch_size, shuffle), epochs, val
+        _refuse_loader_options(train, batch_size, shuffle)
+        return train, epochs, val
+    if _is_number(y):  # the older order: fit(train, epochs, val)
+        if _is_number(epochs) or epochs is None:
+            if epochs != DEFAULT_EPOCHS:
+                raise ValueError(f"fit: epochs is given twice ({y!r} as the second argument and "
+                                 f"{epochs!r}); {_HOW}")
+        elif val is not None:
+            raise ValueError(f"fit: the third argument and val are both validation data; {_HOW}")
+        else:
+            val = epochs  # fit(train, epochs, val) positionally
+        if isinstance(train, tuple) and len(train) == 2 and (batch_size is not None
+                                                             or shuffle is not None):
+            return _loader(train[0], train[1], batch_size, shuffle), y, val
+        _refuse_loader_options(train, batch_size, shuffle)
+        return train, y, val
+    if isinstance(train, _LOADERS):
+        raise ValueError(f"fit: got a {type(train).__name__}, which holds its own targets, and "
+                         f"a second argument {_describe(y)}; pass validation data as val=..., "
+                         f"epochs as epochs=...")
+    if isinstance(y, _LOADERS) or isinstance(y, tuple) or (
+            isinstance(y, list) and y and all(isinstance(v, np.ndarray) for v in y)):
+        raise ValueError(f"fit: y must be one array of targets (one row or value per sample), "
+                         f"got {_describe(y)}; validation data goes in val=(X_val, y_val)")
+    if not _is_number(epochs) and epochs is not None:
+        raise ValueError(f"fit: epochs must be an int >= 1, got {_describe(epochs)} (fit(X, y, "
+                         f"epochs, val) is the order); {_HOW}")
+    return _loader(train, y, batch_size, shuffle), epochs, val
+
+
+def _loader(X, y, batch_size, shuffle) -> DataLoader:
+    """Keras' ``fit(x, y)`` batching: 32 rows per batch, shuffled every epoch, unless told."""
+    return DataLoader(X, y, batch_size=KERAS_BATCH_SIZE if batch_size is None else batch_size,
+                      shuffle=True if shuffle is None else shuffle)
+
+
+def _refuse_loader_options(train, batch_size, shuffle) -> None:
+    if batch_size is None and shuffle is None:
+        return
+    option = "batch_size" if batch_size is not None else "shuffle"
+    raise ValueError(f"fit: {option}= applies to arrays (fit(X, y, {option}=...)); a "
+                     f"{type(train).__name__} has its own (set it on the DataLoader)")
+
+
+def _is_number(value) -> bool:
+    """A scalar (an epoch count, or a wrong one fit's epoch check names), not targets."""
+    return isinstance(value, (numbers.Number, np.generic)) or (
+        isinstance(value, np.ndarray) and value.ndim == 0)
+
+
+def _describe(value) -> str:
+    """A value named in an error without printing a whole array."""
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return f"{type(value).__name__} of shape {tuple(shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)} items"
+    return type(value).__name__
