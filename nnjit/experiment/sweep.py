@@ -117,24 +117,15 @@ class SweepData:
 
 
 # -- one run (on a worker) -----------------------------------------------------------------------
-def _load_data(spec: str, config: RunConfig, target: str | None, run_id: str):
+def _load_data(spec: str, config: RunConfig, target: str | None):
     """``(X, y, X_val, y_val, encoding)`` of a data spec, as ``nnjit train`` loads it."""
-    from nnjit.cli.errors import CommandError
-    from nnjit.cli.train import check_shapes
     from nnjit.experiment.data import load_run_data
 
     regression = not config.model.loss.builder().is_classification
     data = load_run_data(spec, regression, config.train.seed, target)
     if hasattr(data, "graph"):  # a graph trains full batch on its own masks
-        X, y, X_val, y_val, encoding = data.graph, None, None, None, None
-    else:
-        X, y, X_val, y_val = data.X_train, data.y_train, data.X_val, data.y_val
-        encoding = data.encoding
-    try:
-        check_shapes(config, X, y, y_val, spec, f"of run {run_id}")
-    except CommandError as e:
-        raise ValueError(str(e)) from None
-    return X, y, X_val, y_val, encoding
+        return data.graph, None, None, None, None
+    return data.X_train, data.y_train, data.X_val, data.y_val, data.encoding
 
 
 def _best(history, config: RunConfig, has_val: bool) -> dict:
@@ -175,6 +166,7 @@ def train_config(task: dict, arrays: SweepData | None = None) -> dict:
 
 
 def _train(task: dict, arrays: SweepData | None) -> dict:
+    from nnjit.experiment.data_fit import check_data_fits
     from nnjit.experiment.enums import Checkpoints
     from nnjit.experiment.runs import Run, RunFinishedError, train_run
     from nnjit.random import seeded
@@ -184,8 +176,8 @@ def _train(task: dict, arrays: SweepData | None) -> dict:
     if arrays is not None:
         X, y, X_val, y_val, encoding = arrays.X, arrays.y, arrays.X_val, arrays.y_val, None
     else:
-        X, y, X_val, y_val, encoding = _load_data(task["data"], config, task.get("target"),
-                                                  run_id)
+        X, y, X_val, y_val, encoding = _load_data(task["data"], config, task.get("target"))
+    check_data_fits(config, X, y, y_val, task["data"] if arrays is None else "arrays")
     graph = getattr(X, "val_mask", None) is not None
     has_val = graph or (X_val is not None and len(X_val) > 0)
     root = task["root"]

@@ -14,11 +14,18 @@ import pandas as pd
 import pytest
 
 import nnjit as nn
-from nnjit.experiment import ModelConfig, NetConfig, OptimizerConfig, RunConfig, TrainConfig
+from nnjit.experiment import (
+    ModelConfig,
+    NetConfig,
+    OptimizerConfig,
+    RunConfig,
+    TrainConfig,
+    sweep,
+)
 from nnjit.experiment.data import load_run_data
 from nnjit.experiment.grid import expand_grid, grid_keys, parse_grid_entry
 from nnjit.experiment.runs import Run, train_run
-from nnjit.experiment.sweep import RunsExistError, import_distributed, sweep
+from nnjit.experiment.sweep import RunsExistError, import_distributed
 from tests.test_cli import REPO, nnjit_command
 
 EPOCHS = 2
@@ -156,8 +163,9 @@ def test_failing_runs_are_recorded_and_the_others_finish(tmp_path):
                                        "train.monitor"]
     assert frame["status"].tolist() == ["ok", "failed", "failed"]
     assert frame["epochs"].tolist()[0] == EPOCHS
-    assert frame["error"][1].startswith("ValueError: config of run ")
-    assert "model.net.in_dim is 5 but the data have 4 input features" in frame["error"][1]
+    assert frame["error"][1] == ("ValueError: model.net.in_dim is 5 but the data iris have 4 "
+                                 "input features; set in_dim: 4")
+    assert not (root / misfit.config_hash()).exists()  # checked before the folder is made
     assert frame["error"][2].startswith("ValueError: ") and "val_f1" in frame["error"][2]
     assert (root / good.config_hash() / "checkpoints" / "last.nne").is_file()
 
@@ -236,7 +244,7 @@ def test_nnjit_sweep_command(tmp_path):
                    cwd=tmp_path)
     assert mixed.returncode == 1, mixed.stderr
     assert "1 of 2 runs failed or were invalid" in mixed.stderr
-    assert "ValueError: config of run" in mixed.stdout
+    assert "ValueError: model.net.in_dim is 5" in mixed.stdout
 
     bad = _nnjit("iris.yaml", "--grid", "optimizer.lrr=1", cwd=tmp_path)
     assert bad.returncode == 2
