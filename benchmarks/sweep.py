@@ -270,7 +270,9 @@ def _warnings(res: dict) -> list[str]:
             out.append(f"{name}: {len(c['failed'])} runs failed: {c['failed'][0]}")
         if (c["other_cores"]["median"] or 0) > 0.2:
             out.append(f"{name}: other processes used {c['other_cores']['median']:.2f} cores "
-                       "during the sweeps (median): the speed-up is understated")
+                       "during the sweeps (median): its time and the speed-ups are unreliable "
+                       "(on a contended CPU, more runnable threads or processes also take a "
+                       "larger share of it, so 2 vs 1 can exceed 2x)")
     for name, d in s["best_max_abs_difference_vs_threads_1"].items():
         if d > 0:
             out.append(f"{name}: best validation losses differ from 1 thread's by up to {d:.2e}")
