@@ -2,12 +2,12 @@
 
 ``nnjit train CONFIG.yaml`` trains a run, ``nnjit sweep CONFIG.yaml --grid KEY=V1,V2`` trains
 every combination of a grid as runs (thread pool or Dask), ``nnjit predict ID --data new.csv
---out pred.csv`` predicts new rows with a run, ``nnjit runs list`` / ``nnjit runs show ID`` inspect runs, ``nnjit
-demo`` trains on built-in data (``--dataset cora``: a GCN), ``nnjit warmup`` compiles the
-interpreter, ``nnjit report ID`` writes a run's HTML page, ``nnjit bench`` runs the benchmarks
-of a repository checkout. Paths are printed relative to the runs root. An expected failure
-prints one line on stderr and exits with status 2 (``nnjit --debug ...``: the traceback
-instead).
+--out pred.csv`` predicts new rows with a run, ``nnjit runs list`` / ``nnjit runs show ID``
+inspect runs, ``nnjit demo`` trains on built-in data (``--dataset cora``: a GCN), ``nnjit
+warmup`` compiles the interpreter, ``nnjit report ID`` writes a run's HTML page, ``nnjit bench``
+runs the benchmarks of a repository checkout. Paths are printed relative to the runs root. An
+expected failure prints one line on stderr and exits with status 2 (``nnjit --debug ...``: the
+traceback instead).
 """
 
 from __future__ import annotations

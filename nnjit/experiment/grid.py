@@ -87,7 +87,8 @@ def check_grid(grid) -> dict[tuple[str, ...], list]:
     not a non-empty list, more than :data:`MAX_GRID_POINTS` combinations)."""
     if not isinstance(grid, Mapping) or not grid:
         raise ValueError(f"grid must be a non-empty mapping of dotted config keys to lists of "
-                         f"values (e.g. {{'optimizer.lr': [0.001, 0.01]}}), got {excerpt(grid, 80)}")
+                         f"values (e.g. {{'optimizer.lr': [0.001, 0.01]}}), got "
+                         f"{excerpt(grid, 80)}")
     checked: dict[tuple[str, ...], list] = {}
     for key, values in grid.items():
         parts = _check_key(key)
