@@ -148,10 +148,10 @@ def measure(run_sweep, worker_pids=()) -> dict:
 
 
 def run_benchmark(epochs: int, repeats: int, grid: dict) -> dict:
-    from distributed import Client  # noqa: F401  (fails early without the extra)
-
     import nnjit as nn
-    from nnjit.experiment.sweep import sweep
+    from nnjit.experiment.sweep import import_distributed, sweep
+
+    import_distributed()  # without the extra: fail now, saying what to install
 
     base = base_config(epochs)
     log("warm-up: the compiled loop in this process (and numba's on-disk cache)")
