@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 import nnjit as nn
+from nnjit.cli import main
 from nnjit.experiment import (
     ModelConfig,
     NetConfig,
@@ -219,14 +220,10 @@ def test_local_cluster_sweep_runs_in_worker_processes(tmp_path):
 
 
 # -- the command line ------------------------------------------------------------------------
-def _nnjit(*args, cwd):
-    return nnjit_command("sweep", *args, cwd=cwd)
-
-
-def test_nnjit_sweep_command(tmp_path):
+def test_nnjit_sweep_command(tmp_path, capsys, monkeypatch):
     (tmp_path / "iris.yaml").write_text(_config().to_yaml(), encoding="utf-8")
     grid = ["--grid", "optimizer.lr=1e-2,5e-2", "--grid", "model.net.hidden_dims=[8],[4, 4]"]
-    out = _nnjit("iris.yaml", *grid, "--workers", "2", cwd=tmp_path)
+    out = nnjit_command("sweep", "iris.yaml", *grid, "--workers", "2", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("nnjit sweep: [") == 4  # one progress line per run
     table = pd.read_csv(tmp_path / out.stdout.splitlines()[-1].removeprefix("wrote "))
@@ -236,17 +233,16 @@ def test_nnjit_sweep_command(tmp_path):
         assert folder.startswith("runs/") and folder in out.stdout
         assert (tmp_path / folder / "run.yaml").is_file()
 
-    again = _nnjit("iris.yaml", *grid, cwd=tmp_path)
-    assert again.returncode == 2 and "4 of the sweep's runs already exist" in again.stderr
-    assert "--resume" in again.stderr and "--overwrite" in again.stderr
-
-    mixed = _nnjit("iris.yaml", "--grid", "model.net.in_dim=4,5", "--root", "other", "-q",
-                   cwd=tmp_path)
-    assert mixed.returncode == 1, mixed.stderr
-    assert "1 of 2 runs failed or were invalid" in mixed.stderr
-    assert "ValueError: model.net.in_dim is 5" in mixed.stdout
-
-    bad = _nnjit("iris.yaml", "--grid", "optimizer.lrr=1", cwd=tmp_path)
-    assert bad.returncode == 2
+    # the failures, in this process (the same main() the command runs; no second start-up)
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "iris.yaml", *grid]) == 2
+    err = capsys.readouterr().err
+    assert "4 of the sweep's runs already exist" in err and "--resume" in err
+    assert main(["sweep", "iris.yaml", "--grid", "model.net.in_dim=4,5", "--root", "other",
+                 "-q"]) == 1
+    out, err = capsys.readouterr()
+    assert "1 of 2 runs failed or were invalid" in err
+    assert "ValueError: model.net.in_dim is 5" in out
+    assert main(["sweep", "iris.yaml", "--grid", "optimizer.lrr=1"]) == 2
     assert "no setting 'lrr' under 'optimizer'; valid keys under 'optimizer': " \
-           "optimizer.kind, optimizer.lr" in bad.stderr
+           "optimizer.kind, optimizer.lr" in capsys.readouterr().err
