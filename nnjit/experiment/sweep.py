@@ -350,6 +350,9 @@ def sweep(base_config, grid=None, data=None, client=None, *, root="runs",
     if client is not None and workers is not None:
         raise ValueError("sweep: workers= sizes the thread pool used without a client; a Dask "
                          "cluster has its own workers")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):
+        raise ValueError(f"sweep: workers must be an int >= 1, got {excerpt(workers, 40)}")
     folder = root_path / "sweeps" / _sweep_id(points, data)
     csv_path = folder / "results.csv"
     rows = [_row(p, {"status": INVALID, "error": p.error}, root_text) if p.config is None
@@ -373,7 +376,8 @@ def sweep(base_config, grid=None, data=None, client=None, *, root="runs",
         if on_result is not None:
             on_result(rows[i])
 
-    for i, row in enumerate(rows):
+    save()  # a runs root that cannot be written fails here, before any run starts
+    for row in rows:
         if row is not None and on_result is not None:
             on_result(row)
     if tasks:
@@ -393,8 +397,6 @@ def _on_threads(tasks: dict, arrays, workers: int | None, finished) -> None:
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
             else (os.cpu_count() or 1)
-    elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"sweep: workers must be an int >= 1, got {excerpt(workers, 40)}")
     pool = ThreadPoolExecutor(max_workers=min(workers, len(tasks)),
                               thread_name_prefix="nnjit-sweep")
     try:

@@ -184,6 +184,13 @@ def test_failing_runs_are_recorded_and_the_others_finish(tmp_path):
         sweep([good, good], root=root, existing="overwrite")
     with pytest.raises(ValueError, match=r"has no data: set 'data' in the config or pass data="):
         sweep([good.replace(data=None)], root=root)
+    with pytest.raises(ValueError, match=r"workers must be an int >= 1, got 0"):
+        sweep([good], root=tmp_path / "new", workers=0)
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("x")
+    with pytest.raises(OSError):  # the table cannot be written: nothing trains
+        sweep([good], root=not_a_folder)
+    assert not (tmp_path / "new").exists()
 
 
 # -- Dask ------------------------------------------------------------------------------------
