@@ -17,9 +17,15 @@ to silence it (e.g. a tool that parses stderr).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import sys
 import time
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock, each process compiles what it misses
+    fcntl = None
 
 from numba.core import event as numba_event
 
@@ -91,10 +97,43 @@ def end_message(seconds: float, cached: bool = True) -> str:
 def ensure_compiled(dispatcher, args) -> None:
     """Compile (or load from numba's cache) the overload of ``dispatcher`` that a call with
     ``args`` will run, now, so that a caller can start its clocks after it. Costs the argument
-    typing (tens of microseconds) when the overload is already there."""
+    typing (tens of microseconds) when the overload is already there.
+
+    Processes that need the same build at the same time (test workers, a Dask cluster's
+    workers, ``mpirun`` ranks) compile it once: the first holds a lock file next to numba's
+    cache files for that build and signature, the others wait for it and load its cache."""
     compile_ = getattr(dispatcher, "compile", None)
-    if compile_ is not None:  # (a plain function under NUMBA_DISABLE_JIT=1)
-        compile_(tuple(dispatcher.typeof_pyval(a) for a in args))
+    if compile_ is None:  # (a plain function under NUMBA_DISABLE_JIT=1)
+        return
+    signature = tuple(dispatcher.typeof_pyval(a) for a in args)
+    if signature in dispatcher.overloads:
+        return
+    with _compile_lock(dispatcher, signature):
+        compile_(signature)
+
+
+@contextlib.contextmanager
+def _compile_lock(dispatcher, signature):
+    """An exclusive lock across processes on compiling ``dispatcher`` for ``signature``, held
+    in numba's cache folder for it (nnjit's own, checked by :mod:`nnjit.kernels.cache_locator`);
+    no lock where there is no on-disk cache or no ``fcntl`` (Windows)."""
+    cache = getattr(dispatcher, "_cache", None)
+    folder = getattr(cache, "_cache_path", None)
+    index = getattr(getattr(cache, "_cache_file", None), "_index_name", None)
+    if fcntl is None or not folder or not index or not os.path.isdir(folder):
+        yield
+        return
+    key = hashlib.sha256(f"{index} {signature}".encode()).hexdigest()[:16]
+    try:
+        fd = os.open(os.path.join(folder, f"{index}.{key}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:  # a read-only cache folder: numba will not write there either
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # (releases the GIL while it waits)
+        yield
+    finally:
+        os.close(fd)  # (releases the lock)
 
 
 def _say(text: str) -> None:
