@@ -353,6 +353,11 @@ def sweep(base_config, grid=None, data=None, client=None, *, root="runs",
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers < 1):
         raise ValueError(f"sweep: workers must be an int >= 1, got {excerpt(workers, 40)}")
+    if client is not None:
+        import_distributed()  # without the extra: say what to install, before anything runs
+        if not isinstance(client, str) and not hasattr(client, "submit"):
+            raise TypeError(f"sweep: client must be a dask.distributed.Client or a scheduler "
+                            f"address, got {type(client).__name__}")
     folder = root_path / "sweeps" / _sweep_id(points, data)
     csv_path = folder / "results.csv"
     rows = [_row(p, {"status": INVALID, "error": p.error}, root_text) if p.config is None
@@ -412,9 +417,6 @@ def _on_dask(tasks: dict, arrays, client, finished) -> None:
     own = isinstance(client, str)
     if own:
         client = distributed.Client(client)
-    elif not hasattr(client, "submit"):
-        raise TypeError(f"sweep: client must be a dask.distributed.Client or a scheduler "
-                        f"address, got {type(client).__name__}")
     futures = {}
     try:
         payload = None

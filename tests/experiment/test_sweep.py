@@ -111,10 +111,14 @@ def test_bad_grid_entries_are_refused(entry, message):
         parse_grid_entry(entry)
 
 
-def test_without_dask_a_client_says_which_extra_to_install(monkeypatch):
+def test_without_dask_a_client_says_which_extra_to_install(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "distributed", None)  # import distributed -> ImportError
     with pytest.raises(ImportError, match=r"pip install 'nnjit\[distributed\]'"):
         import_distributed()
+    with pytest.raises(ImportError, match=r"nnjit\[distributed\]"):  # before anything runs
+        sweep(_config(), {"optimizer.lr": [0.01]}, client="tcp://127.0.0.1:8786",
+              root=tmp_path / "runs")
+    assert not (tmp_path / "runs").exists()
 
 
 # -- thread pool -----------------------------------------------------------------------------
