@@ -160,9 +160,21 @@ def train_config(task: dict, arrays: SweepData | None = None) -> dict:
     try:
         out.update(_train(task, arrays))
     except Exception as e:  # recorded, the sweep goes on
-        out.update(status=FAILED, error=f"{type(e).__name__}: {e}")
+        out.update(status=FAILED, error=f"{type(e).__name__}: {e}", epochs=_epochs_written(task))
     out["seconds"] = time.perf_counter() - start
     return out
+
+
+def _epochs_written(task: dict) -> int | None:
+    """Epochs a failed run wrote to its ``idps.csv`` before it failed (None: no run folder)."""
+    try:
+        config = RunConfig.from_state(task["config"])
+        from nnjit.experiment.runs import Run
+
+        run = Run(task["root"], config.config_hash(), config)
+        return len(run.history()) if (run.path / "run.yaml").is_file() else None
+    except Exception:  # the run's own error is what the table reports
+        return None
 
 
 def _train(task: dict, arrays: SweepData | None) -> dict:

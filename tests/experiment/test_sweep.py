@@ -172,6 +172,7 @@ def test_failing_runs_are_recorded_and_the_others_finish(tmp_path):
                                  "input features; set in_dim: 4")
     assert not (root / misfit.config_hash()).exists()  # checked before the folder is made
     assert frame["error"][2].startswith("ValueError: ") and "val_f1" in frame["error"][2]
+    assert pd.isna(frame["epochs"][1]) and frame["epochs"][2] == 0  # no folder; no epoch
     assert (root / good.config_hash() / "checkpoints" / "last.nne").is_file()
 
     # an existing run is refused before anything runs, then kept as it is with "resume"
