@@ -340,11 +340,12 @@ def sweep(base_config, grid=None, data=None, client=None, *, root="runs",
     Returns:
         A DataFrame in configuration order: one column per grid key, then ``status``
         (``ok``, ``finished``: an existing finished run under ``existing="resume"``,
-        ``failed``, ``invalid``), ``run_folder``, ``epochs`` (trained in all), ``best_epoch``,
-        ``monitor`` and ``best`` (its value there), that epoch's ``train_loss``,
-        ``train_accuracy``, ``val_loss``, ``val_accuracy`` (columns without any value are left
-        out), ``seconds`` (wall time of the run on its worker), ``worker`` (host:pid) and
-        ``error`` (``"Type: message"``). ``frame.attrs["results_csv"]`` is where it was saved.
+        ``failed``, ``invalid``), ``run_folder``, ``epochs`` (trained in all; by a failed run:
+        before it failed), ``best_epoch``, ``monitor`` and ``best`` (its value there), that
+        epoch's ``train_loss``, ``train_accuracy``, ``val_loss``, ``val_accuracy`` (columns
+        without any value are left out), ``seconds`` (wall time of the run on its worker),
+        ``worker`` (host:pid) and ``error`` (``"Type: message"``).
+        ``frame.attrs["results_csv"]`` is where it was saved.
 
     Raises:
         ValueError: a bad grid, base config, data or ``existing``; two configurations that
