@@ -78,3 +78,24 @@ def test_unpacked_wheel_imports_and_reads_its_data(wheel, tmp_path):
     where = proc.stdout.split(" (")[0]  # nnjit.__file__: the unpacked wheel, not the checkout
     assert Path(where).resolve().is_relative_to(tmp_path.resolve()), proc.stdout
     assert proc.stdout.strip().endswith("(150, 4) True"), proc.stdout
+
+
+def test_readme_test_command_is_what_ci_runs():
+    """README's second command and .ci/run install the same extras and run the same pytest
+    command, and every extra they name exists in pyproject.toml (CI runs exactly what a user
+    is told to run)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    told = re.search(r"pip install -e '\.\[([\w,-]+)\]' && (python -m pytest[^\n`]*)", readme)
+    runs = re.search(r"pip install --quiet -e '\.\[([\w,-]+)\]'", ci)
+    assert told and runs, "the install commands of README.md or .ci/run were not found"
+    assert told.group(1).split(",") == runs.group(1).split(",")
+    pytest_lines = [line.strip() for line in ci.splitlines()
+                    if line.strip().startswith("python -m pytest")]
+    assert pytest_lines == [told.group(2).strip()]
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    section = pyproject.split("[project.optional-dependencies]", 1)[1].split("\n[", 1)[0]
+    extras = re.findall(r"^([\w-]+) = \[", section, flags=re.M)
+    assert set(told.group(1).split(",")) <= set(extras), extras

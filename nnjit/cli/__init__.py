@@ -1,12 +1,13 @@
 """Command line of nnjit.
 
-``nnjit train CONFIG.yaml`` trains a run, ``nnjit predict ID --data new.csv --out pred.csv``
-predicts new rows with it, ``nnjit runs list`` / ``nnjit runs show ID`` inspect runs, ``nnjit
-demo`` trains on built-in data (``--dataset cora``: a GCN), ``nnjit warmup`` compiles the
-interpreter, ``nnjit report ID`` writes a run's HTML page, ``nnjit bench`` runs the benchmarks
-of a repository checkout. Paths are printed relative to the runs root. An expected failure
-prints one line on stderr and exits with status 2 (``nnjit --debug ...``: the traceback
-instead).
+``nnjit train CONFIG.yaml`` trains a run, ``nnjit sweep CONFIG.yaml --grid KEY=V1,V2`` trains
+every combination of a grid as runs (thread pool or Dask), ``nnjit predict ID --data new.csv
+--out pred.csv`` predicts new rows with a run, ``nnjit runs list`` / ``nnjit runs show ID``
+inspect runs, ``nnjit demo`` trains on built-in data (``--dataset cora``: a GCN), ``nnjit
+warmup`` compiles the interpreter, ``nnjit report ID`` writes a run's HTML page, ``nnjit bench``
+runs the benchmarks of a repository checkout. Paths are printed relative to the runs root. An
+expected failure prints one line on stderr and exits with status 2 (``nnjit --debug ...``: the
+traceback instead).
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="train an existing run again from scratch (deletes its history "
                          "and checkpoints first)")
     p_train.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    from nnjit.cli.sweep import add_parser as add_sweep_parser
+
+    p_sweep = add_sweep_parser(sub)
     p_predict = sub.add_parser(
         "predict", help="predict new CSV rows with a run's checkpoint",
         description="Predict the rows of a CSV file with a checkpoint of a run trained on a CSV "
@@ -101,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     # every argument after "bench", --help included, goes to python -m benchmarks (see _parse)
     sub.add_parser("bench", help="run the benchmarks of the repository checkout you are in "
                    "(python -m benchmarks [--quick] [--only NAMES] ...; nnjit bench --help)")
-    for leaf in (p_demo, p_warm, p_train, p_predict, p_list, p_show, p_report):
+    for leaf in (p_demo, p_warm, p_train, p_sweep, p_predict, p_list, p_show, p_report):
         leaf.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                           help="show the traceback of an expected failure instead of one line")
     return parser
@@ -166,6 +170,10 @@ def _dispatch(args) -> int:
         from nnjit.cli.train import cmd_train
 
         return cmd_train(args)
+    if args.command == "sweep":
+        from nnjit.cli.sweep import cmd_sweep
+
+        return cmd_sweep(args)
     if args.command == "predict":
         from nnjit.cli.predict import cmd_predict
 
