@@ -174,8 +174,8 @@ def test_every_expected_failure_is_one_line_and_exit_2(tmp_path):
                          ["invalid config /dev/zero: not valid YAML: /dev/zero is not a regular "
                           "file"]),
         "config error": (["train", "cfg.yaml", "--data", "digits"],
-                         ["model.net.in_dim is 4 but the data have 64 input features; set "
-                          "in_dim: 64"]),
+                         ["does not fit the data: model.net.in_dim is 4 but the data digits "
+                          "have 64 input features; set in_dim: 64"]),
         "unknown dataset": (["train", "cfg.yaml", "--data", "nope"],
                             ["cannot use the data nope: unknown dataset 'nope'", ".csv"]),
         "missing CSV": (["train", "cfg.yaml", "--data", "gone.csv"],

@@ -55,30 +55,12 @@ def load_data(spec: str, config, target: str | None):
 def check_shapes(config, X, y, y_val, spec: str, path: str) -> None:
     """A CommandError when the config's network does not fit the data (input width, classes of
     a cross-entropy run, regression targets of an MSE run), naming the setting to change."""
-    import numpy as np
+    from nnjit.experiment.data_fit import check_data_fits
 
-    from nnjit.data.graph import Graph
-    from nnjit.experiment import Losses
-
-    net, loss = config.model.net, config.model.loss
-    graph = isinstance(X, Graph)
-    width = X.num_features if graph else int(np.prod(X.shape[1:]))
-
-    def misfit(setting: str, has: str, value: int) -> CommandError:
-        return CommandError(f"config {path} does not fit the data {spec}: model.net.{setting} "
-                            f"is {getattr(net, setting)} but the data have {value} {has}; set "
-                            f"{setting}: {value}")
-
-    if net.in_dim != width:
-        raise misfit("in_dim", "input features", width)
-    if loss is Losses.CROSS_ENTROPY:
-        classes = X.num_classes if graph else int(max(np.max(y), np.max(y_val, initial=-1))) + 1
-        if net.out_dim != classes:
-            raise misfit("out_dim", "classes", classes)
-    elif loss is Losses.MSE and not graph:
-        targets = np.asarray(y).reshape(len(y), -1).shape[1]
-        if net.out_dim != targets:
-            raise misfit("out_dim", "regression targets", targets)
+    try:
+        check_data_fits(config, X, y, y_val, spec)
+    except ValueError as e:
+        raise CommandError(f"config {path} does not fit the data: {e}") from None
 
 
 def cmd_train(args) -> int:
