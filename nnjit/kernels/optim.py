@@ -156,10 +156,56 @@ def l2_penalty(params, grads, spans, coef):
     return 0.5 * coef * total
 
 
+@jit
+def sklearn_sgd_update(params, grads, velocity, lr, momentum, nesterov, step):
+    """scikit-learn's ``SGDOptimizer`` step (MLPClassifier/MLPRegressor ``solver="sgd"``):
+    v = momentum*v - lr*g; p += momentum*v - lr*g (nesterov) or p += v.
+
+    Unlike torch's SGD the velocity carries the learning rate of each step, so the two differ
+    once the rate changes ("invscaling", "adaptive"). params, grads, velocity: (n,).
+    """
+    dt = params.dtype.type
+    if step == 1:  # a new optimizer: scikit-learn starts from zero velocities
+        _fill_zero(velocity)
+    lr_ = dt(lr)
+    mom = dt(momentum)
+    for i in prange(params.shape[0]):
+        g = grads[i]
+        v = mom * velocity[i] - lr_ * g
+        velocity[i] = v
+        params[i] += (mom * v - lr_ * g) if nesterov else v
+
+
+@jit
+def sklearn_adam_update(params, grads, m, v, lr, beta1, beta2, eps, step):
+    """scikit-learn's ``AdamOptimizer`` step (``solver="adam"``): the bias corrections are folded
+    into the rate, lr_t = lr*sqrt(1-beta2^t)/(1-beta1^t), and p += -lr_t*m/(sqrt(v)+eps): eps is
+    added to the uncorrected sqrt(v), not to torch's corrected one. params, grads, m, v: (n,).
+    """
+    dt = params.dtype.type
+    if step == 1:
+        _fill_zero(m)
+        _fill_zero(v)
+    lr_t = dt(lr * math.sqrt(1.0 - beta2**step) / (1.0 - beta1**step))
+    b1 = dt(beta1)
+    b2 = dt(beta2)
+    omb1 = dt(1.0 - beta1)
+    omb2 = dt(1.0 - beta2)
+    eps_ = dt(eps)
+    for i in prange(params.shape[0]):
+        g = grads[i]
+        mi = b1 * m[i] + omb1 * g
+        vi = b2 * v[i] + omb2 * (g * g)
+        m[i] = mi
+        v[i] = vi
+        params[i] += -lr_t * mi / (math.sqrt(vi) + eps_)
+
+
 # -- one compiled function for every optimizer (numba's compile cost is per compiled function) --
-OPT_SGD, OPT_ADAM, OPT_RMSPROP = 0, 1, 2
+OPT_SGD, OPT_ADAM, OPT_RMSPROP, OPT_SKLEARN_SGD, OPT_SKLEARN_ADAM = 0, 1, 2, 3, 4
 
 _sgd, _adam, _rmsprop = inlined(sgd_update), inlined(adam_update), inlined(rmsprop_update)
+_sklearn_sgd, _sklearn_adam = inlined(sklearn_sgd_update), inlined(sklearn_adam_update)
 
 
 @jit
@@ -179,6 +225,11 @@ def optimizer_step(kind, params, grads, opt_state, opt_hyper, lr, step):
     elif kind == OPT_RMSPROP:
         _rmsprop(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1], opt_hyper[2],
                  opt_hyper[3], opt_hyper[4], step)
+    elif kind == OPT_SKLEARN_SGD:
+        _sklearn_sgd(params, grads, opt_state[0], lr, opt_hyper[1], opt_hyper[2] != 0.0, step)
+    elif kind == OPT_SKLEARN_ADAM:
+        _sklearn_adam(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1], opt_hyper[2],
+                      opt_hyper[3], step)
     else:
         return False
     return True
