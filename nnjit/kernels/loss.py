@@ -42,7 +42,16 @@ def _row_sum_exp(x, i, m):
 
 
 @jit
-def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad):
+def _clipped(row_loss, clip, eps):
+    """``row_loss`` (-log p, float64) as scikit-learn's log losses count it when ``clip``: p
+    clipped to [eps, 1 - eps], the float dtype's machine epsilon (the gradient is not clipped)."""
+    if clip:
+        return min(max(row_loss, -math.log1p(-eps)), -math.log(eps))
+    return row_loss
+
+
+@jit
+def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad, clip=False):
     """Softmax cross-entropy and its gradient (softmax - target) * inv_scale.
 
     logits: (b, k); targets: (b, 1) class indices stored as floats if ``target_is_index``, else
@@ -51,8 +60,10 @@ def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad)
     outside a graph's mask): it adds nothing to the sums and gets a zero gradient row.
     Returns (loss_sum: float64, n_correct: int64), n_correct counting rows whose logits argmax
     equals the target class (argmax of the target row for probability targets).
+    ``clip`` (class indices only): each row's loss as scikit-learn's ``log_loss`` (see _clipped).
     """
     b, k = logits.shape
+    eps = float(np.finfo(logits.dtype).eps)
     zero = logits.dtype.type(0.0)
     one = logits.dtype.type(1.0)
     scale = logits.dtype.type(inv_scale)
@@ -77,7 +88,7 @@ def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad)
         lse = m + math.log(s)
         if target_is_index:
             cls = int(targets[i, 0])
-            loss_sum += float(lse) - float(logits[i, cls])
+            loss_sum += _clipped(float(lse) - float(logits[i, cls]), clip, eps)
         else:
             _, cls = _row_max_argmax(targets, i)
             row = 0.0
@@ -128,14 +139,16 @@ def mse(pred, targets, dpred, inv_scale, write_grad):
 
 
 @jit
-def bce_with_logits(logits, targets, dlogits, inv_scale, write_grad):
+def bce_with_logits(logits, targets, dlogits, inv_scale, write_grad, clip=False):
     """Binary cross-entropy on logits (mean over k per row, summed over rows), gradient
     (sigmoid(x) - t) * inv_scale.
 
     logits, targets, dlogits: (b, k). Returns (loss_sum: float64, n_correct: int64), n_correct
-    counting rows where every (x > 0) equals (t > 0.5).
+    counting rows where every (x > 0) equals (t > 0.5). ``clip``: each element's loss as
+    scikit-learn's ``binary_log_loss`` of 0/1 targets (see _clipped).
     """
     b, k = logits.shape
+    eps = float(np.finfo(logits.dtype).eps)
     zero = logits.dtype.type(0.0)
     one = logits.dtype.type(1.0)
     half = logits.dtype.type(0.5)
@@ -149,7 +162,7 @@ def bce_with_logits(logits, targets, dlogits, inv_scale, write_grad):
             t = targets[i, j]
             # exp(-|x|) <= 1: no overflow in the loss nor in either branch of the sigmoid.
             e = math.exp(-abs(x))
-            total += float(max(x, zero) - x * t + math.log1p(e))
+            total += _clipped(float(max(x, zero) - x * t + math.log1p(e)), clip, eps)
             if (x > zero) != (t > half):
                 row_ok = False
             if write_grad:

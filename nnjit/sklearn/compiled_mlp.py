@@ -19,7 +19,7 @@ from itertools import pairwise
 import numpy as np
 
 from nnjit.engine.program import Program
-from nnjit.losses import CrossEntropyLoss, SklearnBinaryLogLoss, SklearnSquaredError
+from nnjit.losses import SklearnBinaryLogLoss, SklearnLogLoss, SklearnSquaredError
 from nnjit.nn.activation import ReLU, Sigmoid, Tanh
 from nnjit.nn.linear import Linear
 from nnjit.nn.sequential import Sequential
@@ -30,7 +30,7 @@ from nnjit.tape.tape import Tape
 HIDDEN_ACTIVATIONS = {"relu": ReLU, "tanh": Tanh, "logistic": Sigmoid, "identity": None}
 
 #: scikit-learn's ``out_activation_`` -> the loss fused with it (the network outputs logits).
-OUTPUT_LOSSES = {"softmax": CrossEntropyLoss, "logistic": SklearnBinaryLogLoss,
+OUTPUT_LOSSES = {"softmax": SklearnLogLoss, "logistic": SklearnBinaryLogLoss,
                  "identity": SklearnSquaredError}
 
 
