@@ -1,4 +1,4 @@
-"""scikit-learn estimators trained by nnjit's compiled loop (needs ``pip install 'nnjit[sklearn]'``).
+"""scikit-learn estimators trained by nnjit's compiled loop (pip install 'nnjit[sklearn]').
 
 ``from nnjit.sklearn import MLPClassifier`` in place of ``from sklearn.neural_network import
 MLPClassifier``: the same parameters, defaults, fitted attributes and (with ``dtype=np.float64``)
