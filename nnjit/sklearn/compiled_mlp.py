@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -104,16 +105,18 @@ class CompiledMLP:
             intercept[...] = b
 
 
-_POOL: dict[Structure, list[CompiledMLP]] = {}
+_POOL: OrderedDict[Structure, list[CompiledMLP]] = OrderedDict()  # least recently used first
 _POOL_LOCK = threading.Lock()
-#: Idle programs kept per structure (a threading-backend search runs a few fits at once).
-POOL_DEPTH = 4
+#: Idle programs kept per structure (a threading-backend search runs a few fits at once), and
+#: structures kept (a search over layer sizes makes one per size).
+POOL_DEPTH, POOL_STRUCTURES = 4, 32
 
 
 @contextlib.contextmanager
 def borrow(structure: Structure):
     """A :class:`CompiledMLP` of ``structure`` for the length of a ``with`` block: an idle one
-    from the pool, else a new one; given back (at most :data:`POOL_DEPTH` kept) at the end."""
+    from the pool, else a new one; given back at the end (the pool keeps at most
+    :data:`POOL_DEPTH` per structure, for the :data:`POOL_STRUCTURES` last used)."""
     with _POOL_LOCK:
         idle = _POOL.get(structure)
         net = idle.pop() if idle else None
@@ -124,5 +127,8 @@ def borrow(structure: Structure):
     finally:
         with _POOL_LOCK:
             idle = _POOL.setdefault(structure, [])
+            _POOL.move_to_end(structure)
             if len(idle) < POOL_DEPTH:
                 idle.append(net)
+            while len(_POOL) > POOL_STRUCTURES:
+                _POOL.popitem(last=False)

@@ -64,11 +64,6 @@ class _CompiledSolver:
             self.intercepts_ = [b.astype(X.dtype) for b in self.intercepts_]
         fit_stochastic(self, X, y.reshape(len(y), -1), incremental)
 
-    def __getstate__(self):
-        state = super().__getstate__()
-        state.pop("_random_state", None)  # (a fit makes its own from random_state)
-        return state
-
 
 def _arena_dtype(dtype, name: str) -> np.dtype:
     try:
