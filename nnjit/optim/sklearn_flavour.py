@@ -1,9 +1,10 @@
 """scikit-learn's two stochastic solvers, as optimizers of the compiled loop.
 
 ``MLPClassifier`` / ``MLPRegressor`` update their weights with arithmetic of their own, which
-differs from ``torch.optim``'s (see :func:`nnjit.kernels.optim.sklearn_sgd_update` and
-:func:`~nnjit.kernels.optim.sklearn_adam_update`); :mod:`nnjit.sklearn` uses these two so that
-its estimators follow scikit-learn's loss curves, not merely its ideas.
+differs from ``torch.optim``'s (the ``sklearn`` forms of
+:func:`nnjit.kernels.optim.sgd_update` and :func:`~nnjit.kernels.optim.adam_update`);
+:mod:`nnjit.sklearn` uses these two so that its estimators follow scikit-learn's loss curves,
+not merely its ideas.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class SklearnSGD(Optimizer):
         self.nesterov = bool(nesterov)
 
     def hyper_vector(self):
-        return np.array([self.lr, self.momentum, float(self.nesterov), 0.0, 0.0, 0.0],
+        # SGD's layout (dampening and weight decay 0): the compiled step shares its call
+        return np.array([self.lr, self.momentum, 0.0, float(self.nesterov), 0.0, 0.0],
                         dtype=np.float64)
 
     def get_config(self):
@@ -62,6 +64,7 @@ class SklearnAdam(Optimizer):
         self.epsilon = _check(self, "epsilon", epsilon, 0.0, low_inclusive=False)
 
     def hyper_vector(self):
+        # Adam's layout (no weight decay, not decoupled): the compiled step shares its call
         return np.array([self.lr, self.beta_1, self.beta_2, self.epsilon, 0.0, 0.0],
                         dtype=np.float64)
 

@@ -82,18 +82,20 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
 
     # The stopping rule: scikit-learn's training-loss rule, or its validation score (accuracy;
     # for a regressor R^2, an affine function of the validation loss: its tol is rescaled).
+    # The best value so far carries over from earlier fits (warm start, partial_fit), as
+    # scikit-learn's best_loss_ / best_validation_score_ do (None: none yet).
     tol, monitor, r2_scale = float(est.tol), fields.MONITOR_TRAIN_LOSS, 0.0
+    best_score = est.best_validation_score_
     if early_stopping and classifier:
-        monitor, best = fields.MONITOR_VAL_ACCURACY, est.best_validation_score_
+        monitor = fields.MONITOR_VAL_ACCURACY
+        best = -math.inf if best_score is None else best_score
     elif early_stopping:
         monitor, r2_scale = fields.MONITOR_VAL_LOSS, r2_per_half_square(y_val)
         tol = tol / r2_scale if r2_scale > 0 else math.inf
-        best = est.best_validation_score_
-        best = math.inf if best is None or best == -math.inf else (1.0 - best) / r2_scale
+        best = (math.inf if best_score is None or best_score == -math.inf
+                else (1.0 - best_score) / r2_scale)
     else:
         best = math.inf if est.best_loss_ is None else est.best_loss_
-    if best is None:
-        best = -math.inf
 
     optimizer = (SklearnAdam(est.learning_rate_init, est.beta_1, est.beta_2, est.epsilon)
                  if est.solver == "adam" else

@@ -133,6 +133,14 @@ def test_diverging_fit_is_a_value_error():
         MLPRegressor(**{**SMALL, "learning_rate_init": 1e3}, solver="sgd").fit(X * 1e3, y * 1e6)
 
 
+def test_verbose_prints_scikit_learns_lines(capsys):
+    clf = MLPClassifier(**SMALL, verbose=True, early_stopping=True).fit(X, y)
+    lines = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("Iteration ") for line in lines) == clf.n_iter_
+    assert sum(line.startswith("Validation score: ") for line in lines) == clf.n_iter_
+    assert lines[0] == f"Iteration 1, loss = {clf.loss_curve_[0]:.8f}"
+
+
 def test_import_nnjit_does_not_import_scikit_learn():
     code = "import sys, nnjit; print('sklearn' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
