@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from nnjit.data.loader import all_finite, to_arena
+from nnjit.ops.losses import SKLEARN_SCALING
 from nnjit.ops.opcodes import Opcode
 from nnjit.tape.tape import Tape, Tensor
 
@@ -140,6 +141,34 @@ class BCEWithLogitsLoss(Loss):
             raise ValueError(f"{where}: binary targets must lie in [0, 1], got range "
                              f"[{y.min()}, {y.max()}]")
         return y
+
+
+class SklearnLogLoss(CrossEntropyLoss):
+    """scikit-learn's ``log_loss`` of ``MLPClassifier``'s softmax outputs (class indices): the
+    cross-entropy of each row with p clipped to [eps, 1 - eps] (the float's machine epsilon) as
+    scikit-learn counts it; the gradient is the unclipped ``softmax - one_hot`` over N."""
+
+    def record(self, tape, prediction, target):
+        return tape.loss(self.opcode, prediction, target, aux=(SKLEARN_SCALING,))
+
+
+class SklearnSquaredError(MSELoss):
+    """scikit-learn's ``MLPRegressor`` loss: half the mean squared error, ``0.5 * mean((p -
+    t)^2)``, with its gradient seed ``(p - t) / N`` (not divided by the number of outputs, as
+    scikit-learn's backpropagation)."""
+
+    def record(self, tape, prediction, target):
+        return tape.loss(self.opcode, prediction, target, aux=(SKLEARN_SCALING,))
+
+
+class SklearnBinaryLogLoss(BCEWithLogitsLoss):
+    """scikit-learn's ``binary_log_loss`` of ``MLPClassifier``'s logistic outputs (binary and
+    multi-label targets): binary cross-entropy summed over the outputs, averaged over the rows,
+    each element's p clipped to [eps, 1 - eps] as scikit-learn counts it, gradient seed
+    ``(sigmoid(z) - t) / N``."""
+
+    def record(self, tape, prediction, target):
+        return tape.loss(self.opcode, prediction, target, aux=(SKLEARN_SCALING,))
 
 
 LOSSES = {

@@ -45,6 +45,17 @@ def _as_bits(a):
 
 
 @jit
+def take_given_order(perm, n, epoch):
+    """Copy the batch order of ``epoch`` into ``perm[:n]``: ``perm`` holds n working entries,
+    then K orders of n rows each (``SHUFFLE_GIVEN``), and the fit's epoch e takes order e % K.
+    Python refills the table between calls when a fit runs more than K epochs."""
+    held = perm.shape[0] // n - 1
+    src = (epoch % held + 1) * n
+    for r in range(n):
+        perm[r] = perm[src + r]
+
+
+@jit
 def load_batch(src, perm, use_perm, start, rows, dst):
     """Copy ``rows`` rows of ``src`` (via ``perm`` when ``use_perm``) into ``dst`` (rows, C)."""
     cols = src.shape[1]

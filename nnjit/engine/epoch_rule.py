@@ -1,5 +1,6 @@
 """The epoch rule: the history row, early stopping (scikit-learn's rule), the best-weights
-snapshot and its restore, and ReduceLROnPlateau's step, at the end of every epoch of a fit."""
+snapshot and its restore, and ReduceLROnPlateau's step (or scikit-learn's "adaptive" rate), at
+the end of every epoch of a fit."""
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from nnjit.engine.fields import (
     MONITOR_TRAIN_LOSS,
     MONITOR_VAL_ACCURACY,
     MONITOR_VAL_LOSS,
+    PLATEAU_SKLEARN_ADAPTIVE,
+    PLATEAU_TORCH,
+    SKLEARN_ADAPTIVE_MIN_LR,
     ST_BAD_EPOCHS,
     ST_BEST,
     ST_BEST_EPOCH,
@@ -78,11 +82,15 @@ def end_epoch(cfg, state, history, params, best, plateau, n_val):
         state[ST_BEST_EPOCH] = e
         if monitor != MONITOR_TRAIN_LOSS and cfg[C_RESTORE_BEST] != 0.0:
             _copy_into(params, best)
-    if cfg[C_PLATEAU] != 0.0:
+    if cfg[C_PLATEAU] == PLATEAU_TORCH:
         state[ST_LR] = gk.plateau_step(plateau[:8], plateau[8:], value)
     state[ST_EPOCH] = e + 1
     if cfg[C_PATIENCE] > 0 and state[ST_BAD_EPOCHS] > cfg[C_PATIENCE]:
-        state[ST_STOPPED] = 1.0
+        if cfg[C_PLATEAU] == PLATEAU_SKLEARN_ADAPTIVE and state[ST_LR] > SKLEARN_ADAPTIVE_MIN_LR:
+            state[ST_LR] /= 5.0  # scikit-learn's "adaptive": a smaller rate instead of a stop
+            state[ST_BAD_EPOCHS] = 0.0
+        else:
+            state[ST_STOPPED] = 1.0
 
 
 @jit

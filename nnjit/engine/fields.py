@@ -5,7 +5,13 @@ Python reads and writes them through these names (``nnjit.train.run_state`` give
 the compiled loop reads the same constants.
 """
 
-from nnjit.kernels.optim import OPT_ADAM, OPT_RMSPROP, OPT_SGD  # noqa: F401  (C_OPT_KIND values)
+from nnjit.kernels.optim import (  # noqa: F401  (C_OPT_KIND values)
+    OPT_ADAM,
+    OPT_RMSPROP,
+    OPT_SGD,
+    OPT_SKLEARN_ADAM,
+    OPT_SKLEARN_SGD,
+)
 
 # Tasks.
 TASK_FIT, TASK_EVALUATE, TASK_PREDICT, TASK_GRADIENT = 0, 1, 2, 3
@@ -59,6 +65,19 @@ LAYOUT_WIDTH = LAYOUT_HEAD + INPUT_ENTRY_WIDTH  # with one input
 CONFIG_WIDTH = 17
 
 MONITOR_VAL_LOSS, MONITOR_VAL_ACCURACY, MONITOR_TRAIN_LOSS = 0, 1, 2
+
+# C_SHUFFLE values: the rows in order; reshuffled every epoch with the model's RNG; or in the
+# order Python gives: ``perm`` holds n working entries, then a table of K orders of n rows, and
+# epoch e (counted in the fit) copies order ``e % K`` into the working entries (scikit-learn's
+# RandomState shuffles, nnjit.sklearn).
+SHUFFLE_OFF, SHUFFLE_RNG, SHUFFLE_GIVEN = 0, 1, 2
+
+# C_PLATEAU values: no rule at the epoch end; ReduceLROnPlateau (``plateau`` holds its params and
+# state); scikit-learn's "adaptive" rate: when early stopping would fire, divide the rate by 5
+# and go on, unless it is already <= 1e-6.
+PLATEAU_OFF, PLATEAU_TORCH, PLATEAU_SKLEARN_ADAPTIVE = 0, 1, 2
+#: scikit-learn's floor of the "adaptive" rate: at or below it, no improvement stops the fit.
+SKLEARN_ADAPTIVE_MIN_LR = 1e-6
 
 # Run state (float64): every variable that must survive a return to Python.
 (

@@ -28,7 +28,7 @@ import hashlib
 import numpy as np
 
 from nnjit.engine import status as st
-from nnjit.engine.batch_loading import load_augmented_rows, load_rows
+from nnjit.engine.batch_loading import load_augmented_rows, load_rows, take_given_order
 from nnjit.engine.epoch_rule import end_epoch, restore_best
 from nnjit.engine.fields import (
     C_ACCUM_STEPS,
@@ -70,6 +70,7 @@ from nnjit.engine.fields import (
     ST_VAL_CORRECT,
     ST_VAL_LOSS,
     ST_VAL_N,
+    SHUFFLE_GIVEN,
     STOP_NOW,
     TASK_FIT,
     TASK_GRADIENT,
@@ -293,7 +294,9 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                 if state[ST_STOPPED] != 0.0 or state[ST_EPOCH] >= cfg[C_EPOCHS]:
                     restore_best(cfg, state, params, best)
                     return st.DONE, -1
-                if cfg[C_SHUFFLE] != 0.0:
+                if cfg[C_SHUFFLE] == SHUFFLE_GIVEN:
+                    take_given_order(perm, n, int(state[ST_EPOCH]))
+                elif cfg[C_SHUFFLE] != 0.0:
                     kr.shuffle(perm, rng)
                 for k in range(ST_TRAIN_LOSS, ST_VAL_N + 1):
                     state[k] = 0.0

@@ -16,6 +16,7 @@ Conventions shared by every loss kernel:
 import math
 
 import numpy as np
+from numba.extending import overload
 
 from nnjit.kernels._jit import jit
 
@@ -41,8 +42,21 @@ def _row_sum_exp(x, i, m):
     return s
 
 
+def _clip_bounds(dtype):
+    """(-log(1 - eps), -log(eps)) for the float ``dtype``'s eps: scikit-learn's log losses clip p
+    to [eps, 1 - eps], so a row's -log p to these. Compiled: constants (the overload below)."""
+    eps = float(np.finfo(dtype).eps)
+    return -math.log1p(-eps), -math.log(eps)
+
+
+@overload(_clip_bounds, inline="always")
+def _clip_bounds_overload(dtype):
+    bounds = _clip_bounds(np.float32 if dtype.dtype.bitwidth == 32 else np.float64)
+    return lambda dtype: bounds
+
+
 @jit
-def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad):
+def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad, clip=False):
     """Softmax cross-entropy and its gradient (softmax - target) * inv_scale.
 
     logits: (b, k); targets: (b, 1) class indices stored as floats if ``target_is_index``, else
@@ -51,8 +65,11 @@ def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad)
     outside a graph's mask): it adds nothing to the sums and gets a zero gradient row.
     Returns (loss_sum: float64, n_correct: int64), n_correct counting rows whose logits argmax
     equals the target class (argmax of the target row for probability targets).
+    ``clip`` (class indices only): each row's loss as scikit-learn's ``log_loss`` counts it, p
+    clipped to [eps, 1 - eps] (the dtype's machine epsilon; the gradient is not clipped).
     """
     b, k = logits.shape
+    low, high = _clip_bounds(logits.dtype)
     zero = logits.dtype.type(0.0)
     one = logits.dtype.type(1.0)
     scale = logits.dtype.type(inv_scale)
@@ -77,7 +94,8 @@ def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad)
         lse = m + math.log(s)
         if target_is_index:
             cls = int(targets[i, 0])
-            loss_sum += float(lse) - float(logits[i, cls])
+            row = float(lse) - float(logits[i, cls])
+            loss_sum += min(max(row, low), high) if clip else row
         else:
             _, cls = _row_max_argmax(targets, i)
             row = 0.0
@@ -128,14 +146,16 @@ def mse(pred, targets, dpred, inv_scale, write_grad):
 
 
 @jit
-def bce_with_logits(logits, targets, dlogits, inv_scale, write_grad):
+def bce_with_logits(logits, targets, dlogits, inv_scale, write_grad, clip=False):
     """Binary cross-entropy on logits (mean over k per row, summed over rows), gradient
     (sigmoid(x) - t) * inv_scale.
 
     logits, targets, dlogits: (b, k). Returns (loss_sum: float64, n_correct: int64), n_correct
-    counting rows where every (x > 0) equals (t > 0.5).
+    counting rows where every (x > 0) equals (t > 0.5). ``clip``: each element's loss as
+    scikit-learn's ``binary_log_loss`` of 0/1 targets counts it (see softmax_ce).
     """
     b, k = logits.shape
+    low, high = _clip_bounds(logits.dtype)
     zero = logits.dtype.type(0.0)
     one = logits.dtype.type(1.0)
     half = logits.dtype.type(0.5)
@@ -149,7 +169,8 @@ def bce_with_logits(logits, targets, dlogits, inv_scale, write_grad):
             t = targets[i, j]
             # exp(-|x|) <= 1: no overflow in the loss nor in either branch of the sigmoid.
             e = math.exp(-abs(x))
-            total += float(max(x, zero) - x * t + math.log1p(e))
+            element = float(max(x, zero) - x * t + math.log1p(e))
+            total += min(max(element, low), high) if clip else element
             if (x > zero) != (t > half):
                 row_ok = False
             if write_grad:

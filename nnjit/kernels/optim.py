@@ -27,9 +27,15 @@ def _fill_zero(x):
 
 
 @jit
-def sgd_update(params, grads, velocity, lr, momentum, dampening, nesterov, weight_decay, step):
+def sgd_update(params, grads, velocity, lr, momentum, dampening, nesterov, weight_decay, step,
+               sklearn=False):
     """torch.optim.SGD step: g += wd*p; buf = g (step 1) or momentum*buf + (1-dampening)*g;
     g = g + momentum*buf (nesterov) or buf; p -= lr*g. momentum == 0: plain SGD, velocity unused.
+
+    ``sklearn``: scikit-learn's ``SGDOptimizer`` instead (dampening and weight_decay 0): v =
+    momentum*v - lr*g, then p += momentum*v - lr*g (nesterov) or p += v. Its velocity carries
+    each step's rate, so the two differ once the rate changes ("invscaling", "adaptive"); the
+    same loop runs it with other scalars (no second loop to compile).
 
     params, grads, velocity: (n,).
     """
@@ -41,7 +47,17 @@ def sgd_update(params, grads, velocity, lr, momentum, dampening, nesterov, weigh
         for i in prange(n):
             params[i] -= lr_ * (grads[i] + wd * params[i])
         return
-    if step == 1:
+    mom_n = dt(momentum)
+    if sklearn:  # buf = v: v = momentum*v + (-lr)*g; p -= lr*(g - momentum/lr*v) or -1*v
+        if step == 1:
+            _fill_zero(velocity)
+        mom = dt(momentum)
+        damp = dt(-lr)
+        if nesterov:
+            mom_n = dt(-momentum / lr)
+        else:
+            lr_ = dt(-1.0)
+    elif step == 1:
         # torch sets the buffer to the first gradient: 0*buf + 1*g, from a zeroed buffer.
         _fill_zero(velocity)
         mom = dt(0.0)
@@ -49,7 +65,6 @@ def sgd_update(params, grads, velocity, lr, momentum, dampening, nesterov, weigh
     else:
         mom = dt(momentum)
         damp = dt(1.0 - dampening)
-    mom_n = dt(momentum)
     for i in prange(n):
         g = grads[i] + wd * params[i]
         buf = mom * velocity[i] + damp * g
@@ -59,9 +74,14 @@ def sgd_update(params, grads, velocity, lr, momentum, dampening, nesterov, weigh
 
 
 @jit
-def adam_update(params, grads, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+def adam_update(params, grads, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step,
+                sklearn=False):
     """torch.optim.Adam step (L2: g += wd*p) or, with ``decoupled``, torch.optim.AdamW
     (p *= 1 - lr*wd first); m, v are the first and second moments. amsgrad is not supported.
+
+    ``sklearn``: scikit-learn's ``AdamOptimizer`` instead (weight_decay 0): p += -lr_t*m /
+    (sqrt(v) + eps) with lr_t = lr*sqrt(1-beta2^t)/(1-beta1^t), i.e. eps added to the
+    uncorrected sqrt(v): torch's update with eps/sqrt(1-beta2^t) for eps (no second loop).
 
     params, grads, m, v: (n,).
     """
@@ -71,12 +91,13 @@ def adam_update(params, grads, m, v, lr, beta1, beta2, eps, weight_decay, decoup
         _fill_zero(v)
     # Bias corrections in float64 outside the loop; the loop sees only array-dtype scalars.
     step_size = dt(lr / (1.0 - beta1**step))
-    inv_bc2_sqrt = dt(1.0 / math.sqrt(1.0 - beta2**step))
+    inv_bc2_sqrt_f64 = 1.0 / math.sqrt(1.0 - beta2**step)
+    inv_bc2_sqrt = dt(inv_bc2_sqrt_f64)
     b1 = dt(beta1)
     b2 = dt(beta2)
     omb1 = dt(1.0 - beta1)
     omb2 = dt(1.0 - beta2)
-    eps_ = dt(eps)
+    eps_ = dt(eps * inv_bc2_sqrt_f64) if sklearn else dt(eps)
     l2 = dt(0.0) if decoupled else dt(weight_decay)
     decay = dt(1.0 - lr * weight_decay) if decoupled else dt(1.0)
     for i in prange(params.shape[0]):
@@ -157,7 +178,7 @@ def l2_penalty(params, grads, spans, coef):
 
 
 # -- one compiled function for every optimizer (numba's compile cost is per compiled function) --
-OPT_SGD, OPT_ADAM, OPT_RMSPROP = 0, 1, 2
+OPT_SGD, OPT_ADAM, OPT_RMSPROP, OPT_SKLEARN_SGD, OPT_SKLEARN_ADAM = 0, 1, 2, 3, 4
 
 _sgd, _adam, _rmsprop = inlined(sgd_update), inlined(adam_update), inlined(rmsprop_update)
 
@@ -170,12 +191,13 @@ def optimizer_step(kind, params, grads, opt_state, opt_hyper, lr, step):
     ``opt_state`` (2, n) holds the optimizer's buffers; ``opt_hyper`` its hyperparameters in the
     order of :meth:`nnjit.optim.Optimizer.hyper_vector` (entry 0, the base rate, is unused).
     """
-    if kind == OPT_SGD:
+    # (scikit-learn's kinds share torch's call site: one inlined loop each, not two)
+    if kind == OPT_SGD or kind == OPT_SKLEARN_SGD:
         _sgd(params, grads, opt_state[0], lr, opt_hyper[1], opt_hyper[2], opt_hyper[3] != 0.0,
-             opt_hyper[4], step)
-    elif kind == OPT_ADAM:
+             opt_hyper[4], step, kind == OPT_SKLEARN_SGD)
+    elif kind == OPT_ADAM or kind == OPT_SKLEARN_ADAM:
         _adam(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1], opt_hyper[2],
-              opt_hyper[3], opt_hyper[4], opt_hyper[5] != 0.0, step)
+              opt_hyper[3], opt_hyper[4], opt_hyper[5] != 0.0, step, kind == OPT_SKLEARN_ADAM)
     elif kind == OPT_RMSPROP:
         _rmsprop(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1], opt_hyper[2],
                  opt_hyper[3], opt_hyper[4], step)

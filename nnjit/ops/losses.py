@@ -29,6 +29,13 @@ from nnjit.tape.slot_views import slot_view
 FIRST_OPCODE = 40
 _SOFTMAX_CE, _MSE, _BCE = range(FIRST_OPCODE, FIRST_OPCODE + 3)
 
+#: aux1 of loss records: scikit-learn's MLP losses. The loss sums over the outputs (BCE,
+#: scikit-learn's ``binary_log_loss``) or is half the mean square (MSE, its ``squared_loss``),
+#: the gradient seed is (prediction - target) / rows whatever the number of outputs, as
+#: scikit-learn's ``delta = activations[-1] - y`` divided by the batch size, and the log losses
+#: (BCE; cross-entropy of class indices) count p clipped to [eps, 1 - eps] as scikit-learn does.
+SKLEARN_SCALING = 2
+
 
 def softmax_ce(prediction, target):
     """Record softmax cross-entropy of logits ``prediction`` (B, K) against class indices
@@ -71,16 +78,20 @@ def _binary_targets(rng, dims):
 # (probability rows (B, K) are its other form: tests/kernels/test_loss.py).
 _LOSS = "(B,K),(B,K)->(1,1)"
 _LOSS_AUX = {"aux0": "unused (-1)"}
+_SCALED_LOSS_AUX = {**_LOSS_AUX, "aux1": f"{SKLEARN_SCALING}: scikit-learn's MLP scaling "
+                                         "(SKLEARN_SCALING), else PyTorch's mean"}
 
 SPECS = (
     OpSpec("SOFTMAX_CE", 2, "(B,K),(B,1)->(1,1)", _softmax_ce, softmax_ce, grad_inputs=(0,),
            aux={**_LOSS_AUX, "aux1": "1 when targets hold class indices (T == 1), 0 for "
-                                     "probability rows (T == K)"},
+                                     "probability rows (T == K), SKLEARN_SCALING for class "
+                                     "indices with scikit-learn's clipped log_loss"},
            sample_inputs=_class_targets),
     OpSpec("MSE", 2, _LOSS, lambda p, t: np.mean((p - t) ** 2), mse, grad_inputs=(0,),
-           aux=_LOSS_AUX),
+           aux=_SCALED_LOSS_AUX),
     OpSpec("BCE_WITH_LOGITS", 2, _LOSS, lambda z, t: np.mean(np.logaddexp(0.0, z) - z * t),
-           bce_with_logits, grad_inputs=(0,), aux=_LOSS_AUX, sample_inputs=_binary_targets),
+           bce_with_logits, grad_inputs=(0,), aux=_SCALED_LOSS_AUX,
+           sample_inputs=_binary_targets),
 )
 _END = FIRST_OPCODE + len(SPECS)
 
@@ -90,21 +101,33 @@ _counted_rows = inlined(kl.counted_rows)
 
 
 @jit
-def loss_and_seed(op, pred, target, dpred, target_is_index, write_grad):
+def loss_and_seed(op, pred, target, dpred, mode, write_grad):
     """(loss_sum, n_correct, n_counted) of loss ``op`` (its opcode) of ``pred`` (B, K) against
     ``target``; writes the gradient seed into ``dpred`` when ``write_grad`` (mean over the
-    counted rows, over all their elements for MSE/BCE). Class-index rows below 0 are ignored (a
-    graph's unmasked nodes). ``n_counted`` is -1, nothing computed, when ``op`` is no loss."""
+    counted rows, over all their elements for MSE/BCE unless ``mode`` is SKLEARN_SCALING).
+    ``mode`` is the record's aux1: for cross-entropy 1 when the targets are class indices
+    (SKLEARN_SCALING: class indices, scikit-learn's clipped loss).
+    Class-index rows below 0 are ignored (a graph's unmasked nodes). ``n_counted`` is -1,
+    nothing computed, when ``op`` is no loss."""
     rows = pred.shape[0]
+    sklearn = mode == SKLEARN_SCALING
     if op == _SOFTMAX_CE:
+        target_is_index = mode == 1 or sklearn
         counted = _counted_rows(target) if target_is_index else rows
         loss, correct = _softmax_ce_k(pred, target, dpred, target_is_index,
-                                      1.0 / max(counted, 1), write_grad)
+                                      1.0 / max(counted, 1), write_grad, sklearn)
         return loss, correct, counted
-    if op == _MSE:
-        loss, correct = _mse_k(pred, target, dpred, 1.0 / (rows * pred.shape[1]), write_grad)
+    k = pred.shape[1]
+    if op == _MSE:  # (the kernel's gradient is 2 * scale * (p - t): half of 1/rows)
+        loss, correct = _mse_k(pred, target, dpred, 0.5 / rows if sklearn else 1.0 / (rows * k),
+                               write_grad)
+        if sklearn:
+            loss *= 0.5
     elif op == _BCE:
-        loss, correct = _bce_k(pred, target, dpred, 1.0 / (rows * pred.shape[1]), write_grad)
+        loss, correct = _bce_k(pred, target, dpred, 1.0 / rows if sklearn else 1.0 / (rows * k),
+                               write_grad, sklearn)
+        if sklearn:
+            loss *= k
     else:
         return 0.0, 0.0, -1
     return loss, correct, rows
@@ -121,8 +144,7 @@ def forward(op, i, ctx):
         loss, correct, counted = loss_and_seed(
             op, slot_view(ctx[CTX_VALUES], slots, a, rows),
             slot_view(ctx[CTX_VALUES], slots, records[i, R_IN1], rows),
-            slot_view(ctx[CTX_GRADS], slots, a, rows), records[i, R_AUX1] == 1,
-            ctx[CTX_TRAINING])
+            slot_view(ctx[CTX_GRADS], slots, a, rows), records[i, R_AUX1], ctx[CTX_TRAINING])
         stats = ctx[CTX_STATS]
         stats[0] += loss
         stats[1] += correct

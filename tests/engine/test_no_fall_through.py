@@ -38,9 +38,9 @@ def test_a_fit_with_an_unknown_optimizer_kind_stops_before_any_step():
 
 def test_loss_and_seed_refuses_a_non_loss():
     pred, target, dpred = np.ones((2, 3)), np.zeros((2, 3)), np.full((2, 3), 5.0)
-    assert losses.loss_and_seed(int(Opcode.DENSE), pred, target, dpred, False, True)[2] == -1
+    assert losses.loss_and_seed(int(Opcode.DENSE), pred, target, dpred, 0, True)[2] == -1
     assert (dpred == 5.0).all()
-    loss, _, counted = losses.loss_and_seed(int(Opcode.MSE), pred, target, dpred, False, True)
+    loss, _, counted = losses.loss_and_seed(int(Opcode.MSE), pred, target, dpred, 0, True)
     assert counted == 2 and loss == pytest.approx(2.0)  # per-row means, summed
     np.testing.assert_allclose(dpred, 2.0 / 6)
 

@@ -1,0 +1,159 @@
+"""``MLPClassifier`` and ``MLPRegressor``: scikit-learn's, with the training loop compiled.
+
+They are scikit-learn's own estimators (subclasses: parameter validation, label encoding,
+initial weights, ``predict``, ``predict_proba``, ``score``, tags and fitted attributes are its
+code) whose stochastic solver runs in nnjit's compiled loop (:mod:`.stochastic_fit`) with
+scikit-learn's arithmetic, so ``fit`` gives scikit-learn's loss curve, many times faster. Change
+the import, keep the code::
+
+    from nnjit.sklearn import MLPClassifier  # was: from sklearn.neural_network import ...
+
+Beyond scikit-learn's parameters: ``dtype`` (``np.float32``, the default, or ``np.float64``: the
+arena's; with float64 the fit follows scikit-learn's to rounding). Not supported: the "lbfgs"
+solver, ``sample_weight``, and MLPRegressor's ``loss="poisson"`` (each raises a ValueError that
+says so).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.neural_network import MLPClassifier as _SklearnMLPClassifier
+from sklearn.neural_network import MLPRegressor as _SklearnMLPRegressor
+from sklearn.utils.metaestimators import available_if
+
+from nnjit.dtypes import SUPPORTED_DTYPES
+from nnjit.sklearn.stochastic_fit import fit_stochastic
+
+__all__ = ["MLPClassifier", "MLPRegressor"]
+
+
+def _stochastic_solver(est) -> bool:
+    """``partial_fit`` is there for the stochastic solvers only (as in scikit-learn)."""
+    return est._check_solver()
+
+
+class _CompiledSolver:
+    """What both estimators change in scikit-learn's: the checks up front, the arena dtype of
+    X, and the stochastic solver."""
+
+    def _fit(self, X, y, sample_weight=None, incremental=False):
+        name = type(self).__name__
+        if self.solver == "lbfgs":
+            raise ValueError(f"{name}: solver='lbfgs' is not supported by nnjit.sklearn; use "
+                             "solver='adam' or solver='sgd' (or sklearn.neural_network."
+                             f"{name} for L-BFGS)")
+        if sample_weight is not None:
+            raise ValueError(f"{name}.fit: sample_weight is not supported by nnjit.sklearn")
+        if getattr(self, "loss", "squared_error") != "squared_error" and name == "MLPRegressor":
+            raise ValueError(f"{name}: loss={self.loss!r} is not supported by nnjit.sklearn; use "
+                             "loss='squared_error'")
+        self._arena_dtype = _arena_dtype(self.dtype, name)
+        return super()._fit(X, y, sample_weight=None, incremental=incremental)
+
+    def _validate_input(self, X, y, incremental, reset):
+        X, y = super()._validate_input(X, y, incremental, reset)
+        if sp.issparse(X):  # (the compiled loop reads dense rows)
+            X = X.toarray()
+        return np.ascontiguousarray(X, dtype=self._arena_dtype), y
+
+    def _fit_stochastic(self, X, y, sample_weight, activations, deltas, coef_grads,
+                        intercept_grads, layer_units, incremental):
+        if any(c.dtype != X.dtype for c in self.coefs_):  # (warm start after a dtype change)
+            self.coefs_ = [c.astype(X.dtype) for c in self.coefs_]
+            self.intercepts_ = [b.astype(X.dtype) for b in self.intercepts_]
+        fit_stochastic(self, X, y.reshape(len(y), -1), incremental)
+
+
+def _arena_dtype(dtype, name: str) -> np.dtype:
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        d = None
+    if d not in SUPPORTED_DTYPES:
+        raise ValueError(f"{name}: dtype must be np.float32 or np.float64, got {dtype!r}")
+    return d
+
+
+_CONSTRAINTS = {"dtype": "no_validation"}  # (checked by _arena_dtype, naming the argument)
+
+
+class MLPClassifier(_CompiledSolver, _SklearnMLPClassifier):
+    """scikit-learn's ``MLPClassifier`` (same parameters, defaults and fitted attributes) trained
+    by nnjit's compiled loop; see :mod:`nnjit.sklearn.mlp`.
+
+    Args:
+        dtype: ``np.float32`` (default) or ``np.float64``: the arena's dtype. With float64 and
+            the same ``random_state``, ``loss_curve_`` and ``n_iter_`` follow scikit-learn's.
+        others: as :class:`sklearn.neural_network.MLPClassifier` (``solver`` "adam" or "sgd").
+    """
+
+    _parameter_constraints = {**_SklearnMLPClassifier._parameter_constraints, **_CONSTRAINTS}
+
+    def __init__(self, hidden_layer_sizes=(100,), activation="relu", *, solver="adam",
+                 alpha=0.0001, batch_size="auto", learning_rate="constant",
+                 learning_rate_init=0.001, power_t=0.5, max_iter=200, shuffle=True,
+                 random_state=None, tol=1e-4, verbose=False, warm_start=False, momentum=0.9,
+                 nesterovs_momentum=True, early_stopping=False, validation_fraction=0.1,
+                 beta_1=0.9, beta_2=0.999, epsilon=1e-8, n_iter_no_change=10, max_fun=15000,
+                 dtype=np.float32):
+        super().__init__(
+            hidden_layer_sizes=hidden_layer_sizes, activation=activation, solver=solver,
+            alpha=alpha, batch_size=batch_size, learning_rate=learning_rate,
+            learning_rate_init=learning_rate_init, power_t=power_t, max_iter=max_iter,
+            shuffle=shuffle, random_state=random_state, tol=tol, verbose=verbose,
+            warm_start=warm_start, momentum=momentum, nesterovs_momentum=nesterovs_momentum,
+            early_stopping=early_stopping, validation_fraction=validation_fraction,
+            beta_1=beta_1, beta_2=beta_2, epsilon=epsilon, n_iter_no_change=n_iter_no_change,
+            max_fun=max_fun)
+        self.dtype = dtype
+
+    def fit(self, X, y):
+        """Fit the model to X (n_samples, n_features) and the labels y (n_samples,), or the
+        multi-label indicator matrix (n_samples, n_labels). Returns self."""
+        return super().fit(X, y)
+
+    @available_if(_stochastic_solver)
+    def partial_fit(self, X, y, classes=None):
+        """One epoch over (X, y); ``classes`` (all labels) is needed on the first call."""
+        return super().partial_fit(X, y, classes=classes)
+
+
+class MLPRegressor(_CompiledSolver, _SklearnMLPRegressor):
+    """scikit-learn's ``MLPRegressor`` (same parameters, defaults and fitted attributes; ``loss``
+    "squared_error" only) trained by nnjit's compiled loop; see :mod:`nnjit.sklearn.mlp`.
+
+    Args:
+        dtype: ``np.float32`` (default) or ``np.float64``: the arena's dtype.
+        others: as :class:`sklearn.neural_network.MLPRegressor` (``solver`` "adam" or "sgd").
+    """
+
+    _parameter_constraints = {**_SklearnMLPRegressor._parameter_constraints, **_CONSTRAINTS}
+
+    def __init__(self, loss="squared_error", hidden_layer_sizes=(100,), activation="relu", *,
+                 solver="adam", alpha=0.0001, batch_size="auto", learning_rate="constant",
+                 learning_rate_init=0.001, power_t=0.5, max_iter=200, shuffle=True,
+                 random_state=None, tol=1e-4, verbose=False, warm_start=False, momentum=0.9,
+                 nesterovs_momentum=True, early_stopping=False, validation_fraction=0.1,
+                 beta_1=0.9, beta_2=0.999, epsilon=1e-8, n_iter_no_change=10, max_fun=15000,
+                 dtype=np.float32):
+        super().__init__(
+            loss=loss, hidden_layer_sizes=hidden_layer_sizes, activation=activation,
+            solver=solver, alpha=alpha, batch_size=batch_size, learning_rate=learning_rate,
+            learning_rate_init=learning_rate_init, power_t=power_t, max_iter=max_iter,
+            shuffle=shuffle, random_state=random_state, tol=tol, verbose=verbose,
+            warm_start=warm_start, momentum=momentum, nesterovs_momentum=nesterovs_momentum,
+            early_stopping=early_stopping, validation_fraction=validation_fraction,
+            beta_1=beta_1, beta_2=beta_2, epsilon=epsilon, n_iter_no_change=n_iter_no_change,
+            max_fun=max_fun)
+        self.dtype = dtype
+
+    def fit(self, X, y):
+        """Fit the model to X (n_samples, n_features) and the targets y (n_samples,) or
+        (n_samples, n_outputs). Returns self."""
+        return super().fit(X, y)
+
+    @available_if(_stochastic_solver)
+    def partial_fit(self, X, y):
+        """One epoch over (X, y)."""
+        return super().partial_fit(X, y)

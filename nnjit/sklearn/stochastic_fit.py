@@ -1,0 +1,257 @@
+"""scikit-learn's stochastic MLP solver ("adam", "sgd"), run as one compiled call.
+
+:func:`fit_stochastic` replaces ``BaseMultilayerPerceptron._fit_stochastic``: it takes the same
+inputs (the validated X, the binarized y, the estimator with its initial weights drawn by
+scikit-learn's own ``_initialize``), consumes the estimator's ``RandomState`` in scikit-learn's
+order (validation split, then one shuffle per epoch), and sets the same fitted attributes. The
+epochs themselves (minibatches in scikit-learn's order, forward, loss, backward, scikit-learn's
+L2 penalty and optimizer arithmetic, the learning-rate schedule, the validation score and the
+no-improvement rule, the best-weights restore) run in the compiled loop, without the GIL.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from nnjit.data.adapt import empty_rows
+from nnjit.engine import fields
+from nnjit.engine.status import TrainingDivergedError
+from nnjit.optim.sklearn_flavour import SklearnAdam, SklearnSGD
+from nnjit.sklearn.compiled_mlp import Structure, borrow
+from nnjit.sklearn.targets import engine_targets, r2_per_half_square
+from nnjit.train.run_state import RunState
+from nnjit.train.threads import dense_forward_mode, single_threaded_blas
+
+#: The most shuffle-order entries (int64) one compiled call holds: past it (n * max_iter larger),
+#: the fit returns to Python every few epochs to draw the next orders (32 MB).
+MAX_ORDER_ENTRIES = 1 << 22
+
+_NONE = np.zeros(0, dtype=np.float64)
+
+
+@dataclass
+class SolverState:
+    """What scikit-learn's optimizer object carries between ``partial_fit`` calls: the current
+    learning rate, the steps taken (Adam's t) and the buffers (velocities; Adam's moments), in
+    the compiled program's parameter-block order."""
+
+    lr: float
+    step: int = 0
+    buffers: np.ndarray | None = None
+
+
+def fit_stochastic(est, X, y, incremental: bool) -> None:
+    """Train ``est`` (an nnjit.sklearn MLP whose ``coefs_`` are initialised) on the validated
+    ``X`` and binarized ``y`` (2-D) for ``max_iter`` epochs, or one with ``incremental``."""
+    from sklearn.base import is_classifier
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.model_selection import train_test_split
+
+    dtype = X.dtype
+    if not incremental or not isinstance(getattr(est, "_solver_state", None), SolverState):
+        est._solver_state = SolverState(lr=float(est.learning_rate_init))
+    solver = est._solver_state
+    if est.early_stopping and incremental:
+        raise ValueError("partial_fit does not support early_stopping=True")
+    early_stopping = est.early_stopping
+    classifier = is_classifier(est)
+    if early_stopping:  # scikit-learn's split, from the same RandomState, in the same order
+        stratify = y if classifier and est.n_outputs_ == 1 else None
+        X_train, X_val, y_train, y_val = train_test_split(
+            X, y, random_state=est._random_state, test_size=est.validation_fraction,
+            stratify=stratify)
+        if X_val.shape[0] < 2:
+            raise ValueError("The validation set is too small. Increase 'validation_fraction' "
+                             "or the size of your dataset.")
+    else:
+        X_train, y_train, X_val, y_val = X, y, None, None
+    n = X_train.shape[0]
+    if est.batch_size == "auto":
+        batch_size = min(200, n)
+    else:
+        if est.batch_size > n:
+            warnings.warn("Got `batch_size` less than 1 or larger than sample size. It is going "
+                          "to be clipped")
+        batch_size = int(np.clip(est.batch_size, 1, n))
+    epochs = 1 if incremental else int(est.max_iter)
+    out = est.out_activation_
+
+    # The stopping rule: scikit-learn's training-loss rule, or its validation score (accuracy;
+    # for a regressor R^2, an affine function of the validation loss: its tol is rescaled).
+    # The best value so far carries over from earlier fits (warm start, partial_fit), as
+    # scikit-learn's best_loss_ / best_validation_score_ do (None: none yet).
+    tol, monitor, r2_scale = float(est.tol), fields.MONITOR_TRAIN_LOSS, 0.0
+    best_score = est.best_validation_score_
+    if early_stopping and classifier:
+        monitor = fields.MONITOR_VAL_ACCURACY
+        best = -math.inf if best_score is None else best_score
+    elif early_stopping:
+        monitor, r2_scale = fields.MONITOR_VAL_LOSS, r2_per_half_square(y_val)
+        tol = tol / r2_scale if r2_scale > 0 else math.inf
+        best = (math.inf if best_score is None or best_score == -math.inf
+                else (1.0 - best_score) / r2_scale)
+    else:
+        best = math.inf if est.best_loss_ is None else est.best_loss_
+
+    optimizer = (SklearnAdam(est.learning_rate_init, est.beta_1, est.beta_2, est.epsilon)
+                 if est.solver == "adam" else
+                 SklearnSGD(est.learning_rate_init, est.momentum, est.nesterovs_momentum))
+    schedule = est.learning_rate if est.solver == "sgd" else "constant"
+    lr_table = _NONE
+    n_batches = -(-n // batch_size)
+    if schedule == "invscaling":  # the rate of epoch e >= 1 follows t_ after epoch e - 1
+        rates = [solver.lr] + [float(est.learning_rate_init) / (est.t_ + e * n + 1) ** est.power_t
+                               for e in range(1, epochs)]
+        lr_table = np.repeat(np.array(rates, dtype=np.float64), n_batches)
+
+    structure = Structure(tuple(int(u) for u in [X.shape[1], *_hidden(est), est.n_outputs_]),
+                          est.activation, out, dtype, batch_size)
+    Y_train = engine_targets(y_train, out, dtype)
+    X_train = np.ascontiguousarray(X_train, dtype=dtype)
+    if early_stopping:
+        X_val = np.ascontiguousarray(X_val, dtype=dtype)
+        Y_val = engine_targets(y_val, out, dtype)
+    else:
+        X_val, Y_val = empty_rows(dtype, X.shape[1]), empty_rows(dtype, Y_train.shape[1])
+    orders = _ShuffleOrders(est._random_state, n, epochs) if est.shuffle else None
+    perm = orders.table if orders is not None else np.arange(n, dtype=np.int64)
+
+    cfg = np.zeros(fields.CONFIG_WIDTH, dtype=np.float64)
+    cfg[fields.C_BATCH] = cfg[fields.C_EVAL_BATCH] = batch_size
+    cfg[fields.C_SHUFFLE] = fields.SHUFFLE_GIVEN if orders is not None else fields.SHUFFLE_OFF
+    cfg[fields.C_TOL] = tol
+    cfg[fields.C_PATIENCE] = est.n_iter_no_change  # (np.inf: never stop)
+    cfg[fields.C_MONITOR] = monitor
+    cfg[fields.C_RESTORE_BEST] = early_stopping
+    cfg[fields.C_EPOCHS] = epochs
+    cfg[fields.C_CHUNK] = orders.chunk if orders is not None else 0
+    cfg[fields.C_OPT_KIND] = optimizer.kind
+    cfg[fields.C_REG_COEF] = est.alpha
+    cfg[fields.C_REG_PER_BATCH] = 1.0  # scikit-learn's alpha: divided by the batch size
+    cfg[fields.C_ACCUM_STEPS] = 1
+    cfg[fields.C_PLATEAU] = (fields.PLATEAU_SKLEARN_ADAPTIVE if schedule == "adaptive"
+                             else fields.PLATEAU_OFF)
+    cfg[fields.C_DENSE_MODE] = dense_forward_mode()
+
+    state = RunState()
+    state.start_fit(step=solver.step, lr=solver.lr, maximize=monitor == fields.MONITOR_VAL_ACCURACY,
+                    initial_epoch=0, fit_step=0)
+    row = state.row
+    row[fields.ST_BEST] = best
+    row[fields.ST_BAD_EPOCHS] = est._no_improvement_count
+    carried = math.isfinite(best)  # (warm start, partial_fit): a best value from before
+    row[fields.ST_BEST_EPOCH] = 0 if carried else -1
+    history = np.zeros((epochs, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
+
+    with borrow(structure) as net:
+        program = net.program
+        n_trainable = program.n_trainable
+        buffers = solver.buffers
+        if buffers is None or buffers.shape != (2, n_trainable) or buffers.dtype != dtype:
+            buffers = np.zeros((2, n_trainable), dtype=dtype)
+            row[fields.ST_STEP] = 0  # (new buffers: a new optimizer)
+        net.load(est.coefs_, est.intercepts_)
+        if carried:
+            net.best[:] = program.params
+        training = (cfg, optimizer.hyper_vector(), buffers, net.reg_spans, lr_table, _NONE,
+                    empty_rows(dtype, None))
+        try:
+            with single_threaded_blas():
+                program.run(fields.TASK_FIT, (X_train, Y_train, X_val, Y_val, perm), training,
+                            row, net.best, history, empty_rows(dtype, 1),
+                            on_pause=orders.refill if orders is not None else None)
+        except TrainingDivergedError as e:
+            raise ValueError(f"Solver produced non-finite parameter weights. The input data may "
+                             f"contain large values and need to be preprocessed. ({e})") from e
+        finally:
+            net.store(est.coefs_, est.intercepts_)
+
+    done = int(row[fields.ST_EPOCH])
+    est.n_iter_ = done
+    losses = history[:done, fields.H_TRAIN_LOSS].tolist()
+    est.t_ += done * n
+    est.loss_curve_.extend(losses)
+    if done:
+        est.loss_ = losses[-1]
+    solver.step, solver.buffers = int(row[fields.ST_STEP]), buffers
+    if schedule == "adaptive":
+        solver.lr = float(row[fields.ST_LR])
+    elif schedule == "invscaling" and done:
+        solver.lr = float(est.learning_rate_init) / (est.t_ + 1) ** est.power_t
+    if early_stopping:
+        if classifier:
+            scores = history[:done, fields.H_VAL_ACC].tolist()
+        else:
+            scores = (1.0 - r2_scale * history[:done, fields.H_VAL_LOSS]).tolist()
+        est.validation_scores_.extend(scores)
+        for score in scores:  # scikit-learn's rule for its best score
+            if score > est.best_validation_score_:
+                est.best_validation_score_ = score
+        est._best_coefs, est._best_intercepts = est.coefs_, est.intercepts_  # (restored)
+    else:
+        for loss in losses:
+            if loss < est.best_loss_:
+                est.best_loss_ = loss
+    est._no_improvement_count = int(row[fields.ST_BAD_EPOCHS])
+    stopped = row[fields.ST_STOPPED] == 1.0
+    if est.verbose:
+        _report(est, losses, est.validation_scores_[-done:] if early_stopping else None,
+                stopped)
+    if not incremental and not stopped and done == est.max_iter:
+        warnings.warn(f"Stochastic Optimizer: Maximum iterations ({est.max_iter}) reached and "
+                      "the optimization hasn't converged yet.", ConvergenceWarning)
+
+
+def _hidden(est) -> list[int]:
+    sizes = est.hidden_layer_sizes
+    return list(sizes) if hasattr(sizes, "__iter__") else [sizes]
+
+
+def _report(est, losses, scores, stopped: bool) -> None:
+    """scikit-learn's ``verbose`` lines, printed after the compiled fit."""
+    start = est.n_iter_ - len(losses)
+    for k, loss in enumerate(losses):
+        print("Iteration %d, loss = %.8f" % (start + k + 1, loss))
+        if scores is not None:
+            print("Validation score: %f" % scores[k])
+    if stopped:
+        what = "Validation score" if scores is not None else "Training loss"
+        print(f"{what} did not improve more than tol={est.tol:f} for {est.n_iter_no_change} "
+              "consecutive epochs. Stopping.")
+
+
+class _ShuffleOrders:
+    """scikit-learn's batch order of every epoch: ``sample_idx = shuffle(sample_idx,
+    random_state)`` (its ``resample``: ``random_state.shuffle(arange(n))``, then indexing), drawn
+    from the estimator's RandomState in its order, written into the table the compiled loop
+    reads (``SHUFFLE_GIVEN``): n working entries, then ``held`` orders.
+
+    ``chunk``: 0 when every epoch's order fits the table (one compiled call); else the epochs per
+    call, and :meth:`refill` (the run's pause hook) draws the next ones between calls.
+    """
+
+    def __init__(self, random_state, n: int, epochs: int):
+        self.random_state, self.n, self.epochs = random_state, n, epochs
+        self.held = held = max(1, min(epochs, MAX_ORDER_ENTRIES // n))
+        self.chunk = 0 if held >= epochs else held
+        self.table = np.empty((held + 1) * n, dtype=np.int64)
+        self.sample_idx = np.arange(n, dtype=np.int64)
+        self.next_epoch = 0
+        self.refill()
+
+    def refill(self) -> bool:
+        """Draw the orders of the next ``held`` epochs (fewer at the end); True: go on."""
+        n, held = self.n, self.held
+        stop = min(self.next_epoch + held, self.epochs)
+        for epoch in range(self.next_epoch, stop):
+            indices = np.arange(n)
+            self.random_state.shuffle(indices)
+            self.sample_idx = self.sample_idx[indices]
+            at = (epoch % held + 1) * n
+            self.table[at : at + n] = self.sample_idx
+        self.next_epoch = stop
+        return True
