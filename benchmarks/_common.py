@@ -465,6 +465,18 @@ def finish(res: dict, out, warnings, report) -> dict:
     return res
 
 
+def load_rows(env: dict) -> list[list[str]]:
+    """The environment table's rows of the load average before and after the run."""
+    return [[f"load average {when}", " ".join(f"{x:.2f}" for x in env[f"loadavg_{when}"] or [])]
+            for when in ("before", "after")]
+
+
+def revision_rows(res: dict) -> list[list[str]]:
+    """The environment table's last rows: the git revision measured and the run's wall time."""
+    return [["git revision", str(res["environment"].get("git_revision"))],
+            ["benchmark wall time", fmt_time(res["benchmark_wall_s"])]]
+
+
 def load_warning(env: dict, detail: str = "other processes may have competed for the CPU"):
     """A warning when the machine was busy at the start (load average above half the cores),
     else None. Only the load before the start counts: a benchmark itself adds about 1."""

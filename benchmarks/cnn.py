@@ -70,6 +70,7 @@ from benchmarks._common import (
     pin_to_one_cpu,
     print_table,
     ratio,
+    revision_rows,
     shared_data_path,
     summarize,
     temp_dir,
@@ -721,8 +722,7 @@ def print_report(res: dict) -> None:
             ["load average before / after",
              f"{' '.join(f'{x:.2f}' for x in env['loadavg_before'] or [])} / "
              f"{' '.join(f'{x:.2f}' for x in env['loadavg_after'] or [])}"],
-            ["git revision", str(env.get("git_revision"))],
-            ["benchmark wall time", fmt_time(res["benchmark_wall_s"])]]
+            *revision_rows(res)]
     print_table(["item", "value"], rows, "5. Environment", align="ll")
     for w in res.get("warnings", []):
         print(f"WARNING: {w}", flush=True)

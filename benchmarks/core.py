@@ -21,22 +21,24 @@ import time
 import warnings
 
 from benchmarks._common import (
-    finish,
-    load_warning,
     Stopwatch,
     alternate,
     blas_info,
     child_env,
     dir_size,
     environment_info,
+    finish,
     fmt_num,
     fmt_ratio,
     fmt_time,
     import_profile,
+    load_rows,
+    load_warning,
     loadavg,
     package_versions,
     print_table,
     ratio,
+    revision_rows,
     run_child,
     summarize,
     summary_cells,
@@ -432,13 +434,11 @@ def print_report(res: dict) -> None:
             ["scikit-learn / torch", f"{v.get('scikit-learn')} / {v.get('torch')}"],
             ["CPU", f"{env['cpu_model']} ({env['cpu_count']} logical, "
                     f"{env['cpu_affinity']} usable)"],
-            ["load average before", " ".join(f"{x:.2f}" for x in env["loadavg_before"] or [])],
-            ["load average after", " ".join(f"{x:.2f}" for x in env["loadavg_after"] or [])],
+            *load_rows(env),
             ["BLAS threads inside fit", str(blas.get("inside_fit"))],
             ["BLAS threads outside fit", str(blas.get("outside_fit"))],
             ["BLAS libraries", libs or "-"],
-            ["git revision", str(env.get("git_revision"))],
-            ["benchmark wall time", fmt_time(res["benchmark_wall_s"])]]
+            *revision_rows(res)]
     print_table(["item", "value"], rows, "5. Environment", align="ll")
     for w in res.get("warnings", []):
         print(f"WARNING: {w}", flush=True)

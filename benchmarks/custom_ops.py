@@ -38,11 +38,13 @@ from benchmarks._common import (
     fmt_num,
     fmt_ratio,
     fmt_time,
+    load_rows,
     load_warning,
     loadavg,
     package_versions,
     print_table,
     ratio,
+    revision_rows,
     summarize,
 )
 
@@ -255,10 +257,8 @@ def print_report(res: dict) -> None:
                 "3. First fit of each (compile or cache load, 1 epoch) and output agreement on "
                 "the same weights", align="lr")
     rows = [["python / numba / numpy", f"{env['python']} / {env['numba']} / {env['numpy']}"],
-            ["load average before", " ".join(f"{x:.2f}" for x in env["loadavg_before"] or [])],
-            ["load average after", " ".join(f"{x:.2f}" for x in env["loadavg_after"] or [])],
-            ["git revision", str(env.get("git_revision"))],
-            ["benchmark wall time", fmt_time(res["benchmark_wall_s"])]]
+            *load_rows(env),
+            *revision_rows(res)]
     print_table(["item", "value"], rows, "4. Environment", align="ll")
     for w in res.get("warnings", []):
         print(f"WARNING: {w}", flush=True)

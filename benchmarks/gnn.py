@@ -52,6 +52,7 @@ from benchmarks._common import (
     fmt_num,
     fmt_ratio,
     fmt_time,
+    load_rows,
     load_warning,
     loadavg,
     out_path,
@@ -59,6 +60,7 @@ from benchmarks._common import (
     pin_to_one_cpu,
     print_table,
     ratio,
+    revision_rows,
     summarize,
     temp_dir,
     thread_affinities,
@@ -562,10 +564,8 @@ def print_report(res: dict) -> None:
             ["CPUs of all threads at the end", str(env.get("thread_cpus"))],
             ["CPU", f"{env['cpu_model']} ({env['cpu_count']} logical, "
                     f"{env['cpu_affinity']} usable)"],
-            ["load average before", " ".join(f"{x:.2f}" for x in env["loadavg_before"] or [])],
-            ["load average after", " ".join(f"{x:.2f}" for x in env["loadavg_after"] or [])],
-            ["git revision", str(env.get("git_revision"))],
-            ["benchmark wall time", fmt_time(res["benchmark_wall_s"])]]
+            *load_rows(env),
+            *revision_rows(res)]
     print_table(["item", "value"], rows, "4. Environment", align="ll")
     for w in res.get("warnings", []):
         print(f"WARNING: {w}", flush=True)

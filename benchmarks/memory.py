@@ -31,21 +31,23 @@ import time
 import numpy as np
 
 from benchmarks._common import (
-    finish,
-    load_warning,
     alternate,
     blas_info,
     child_env,
     count_nrt_allocations,
     environment_info,
+    finish,
     fmt_num,
     fmt_ratio,
     fmt_time,
+    load_rows,
+    load_warning,
     loadavg,
     out_path,
     package_versions,
     print_table,
     ratio,
+    revision_rows,
     run_child,
     summarize,
 )
@@ -418,14 +420,12 @@ def print_report(res: dict) -> None:
             ["pandas / scipy", f"{v.get('pandas')} / {v.get('scipy')}"],
             ["CPU", f"{env['cpu_model']} ({env['cpu_count']} logical, "
                     f"{env['cpu_affinity']} usable)"],
-            ["load average before", " ".join(f"{x:.2f}" for x in env["loadavg_before"] or [])],
-            ["load average after", " ".join(f"{x:.2f}" for x in env["loadavg_after"] or [])],
+            *load_rows(env),
             ["BLAS libraries",
              ", ".join(f"{x.get('internal_api')} {x.get('version')} ({x.get('architecture')})"
                        for x in env.get("blas_libraries", [])) or "-"],
             ["OPENBLAS_CORETYPE", str(env.get("openblas_coretype"))],
-            ["git revision", str(env.get("git_revision"))],
-            ["benchmark wall time", fmt_time(res["benchmark_wall_s"])]]
+            *revision_rows(res)]
     print_table(["item", "value"], rows, "Environment", align="ll")
     for w in res.get("warnings", []):
         print(f"WARNING: {w}", flush=True)

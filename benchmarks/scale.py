@@ -33,22 +33,24 @@ import numpy as np
 
 from benchmarks.peers import torch_train_epoch
 from benchmarks._common import (
-    finish,
-    load_warning,
     Stopwatch,
     alternate,
     blas_info,
     environment_info,
+    finish,
     fmt_num,
     fmt_ratio,
     fmt_time,
     import_torch_single_thread,
+    load_rows,
+    load_warning,
     loadavg,
     mlp_forward_flops,
     out_path,
     package_versions,
     print_table,
     ratio,
+    revision_rows,
     shared_data_path,
     summarize,
 )
@@ -448,15 +450,13 @@ def print_report(res: dict) -> None:
             ["PyTorch threads (intra / inter-op)", str(env.get("torch_threads"))],
             ["CPU", f"{env['cpu_model']} ({env['cpu_count']} logical, "
                     f"{env['cpu_affinity']} usable)"],
-            ["load average before", " ".join(f"{x:.2f}" for x in env["loadavg_before"] or [])],
-            ["load average after", " ".join(f"{x:.2f}" for x in env["loadavg_after"] or [])],
+            *load_rows(env),
             ["BLAS threads inside nnjit fit", str(env.get("blas_inside_fit"))],
             ["BLAS libraries",
              ", ".join(f"{x.get('internal_api')} {x.get('version')} ({x.get('architecture')})"
                        for x in g["blas_libraries"]) or "-"],
             ["OPENBLAS_CORETYPE", str(env.get("openblas_coretype"))],
-            ["git revision", str(env.get("git_revision"))],
-            ["benchmark wall time", fmt_time(res["benchmark_wall_s"])]]
+            *revision_rows(res)]
     print_table(["item", "value"], rows, "Environment", align="ll")
     for w in res.get("warnings", []):
         print(f"WARNING: {w}", flush=True)

@@ -41,21 +41,22 @@ import warnings
 from pathlib import Path
 
 from benchmarks._common import (
-    finish,
-    load_warning,
-    RESULTS_DIR,
     NumbaCompileProfiler,
+    RESULTS_DIR,
     Stopwatch,
     alternate,
     environment_info,
+    finish,
     fmt_num,
     fmt_ratio,
     fmt_time,
+    load_warning,
     loadavg,
     package_versions,
     pin_to_one_cpu,
     print_table,
     ratio,
+    revision_rows,
     shared_data_path,
     summarize,
     thread_affinities,
@@ -823,8 +824,7 @@ def print_report(res: dict) -> None:
             ["PyTorch threads", str(env.get("torch_threads"))],
             ["XLA_FLAGS", str((env.get("jax") or {}).get("xla_flags"))],
             ["skipped", "; ".join(f"{k}: {m}" for k, m in res.get("skipped", {}).items()) or "-"],
-            ["git revision", str(env.get("git_revision"))],
-            ["benchmark wall time", fmt_time(res["benchmark_wall_s"])]]
+            *revision_rows(res)]
     print_table(["item", "value"], rows, "8. Environment", align="ll")
 
     prof = res.get("profile")

@@ -43,18 +43,20 @@ import tempfile
 import time
 
 from benchmarks._common import (
-    REPO_ROOT,
     OtherLoad,
+    REPO_ROOT,
     alternate,
     environment_info,
     finish,
     fmt_ratio,
     fmt_time,
+    load_rows,
     load_warning,
     loadavg,
     package_versions,
     print_table,
     ratio,
+    revision_rows,
     summarize,
 )
 
@@ -249,10 +251,8 @@ def print_report(res: dict) -> None:
     rows = [["python / numba / dask", f"{env['python']} / {env['numba']} / "
              f"{env['versions'].get('distributed')}"],
             ["cores usable", str(env.get("cpu_affinity"))],
-            ["load average before", " ".join(f"{x:.2f}" for x in env["loadavg_before"] or [])],
-            ["load average after", " ".join(f"{x:.2f}" for x in env["loadavg_after"] or [])],
-            ["git revision", str(env.get("git_revision"))],
-            ["benchmark wall time", fmt_time(res["benchmark_wall_s"])]]
+            *load_rows(env),
+            *revision_rows(res)]
     print_table(["item", "value"], rows, "4. Environment", align="ll")
     for w in res.get("warnings", []):
         print(f"WARNING: {w}", flush=True)
