@@ -68,6 +68,7 @@ class MPI:
     ``Trainer(model, ..., distributed=nnjit.MPI())`` in a script started with
     ``mpirun -n 4 python script.py`` (or ``mpirun -n 4 nnjit train CONFIG.yaml``).
 
+    With one rank (a script started without ``mpirun``) a fit is the plain single-process fit.
     Every rank must build the same model with the same seed and fit the same data with the same
     arguments; ``fit`` checks it (shapes, batch size, seed, initial weights) before training.
     Each global batch is split into contiguous parts, one per rank; the gradients are averaged

@@ -410,14 +410,15 @@ class Trainer:
         arrays = (data.X, Y, Xv, Yv, self._shuffle_order(len(data.X)))
         training = self._training_arrays(plan, lr_table, plateau)
         stop = None  # (the plain single call: Ctrl-C is seen when it returns)
-        if self.distributed is not None:  # (before any layout field changes)
+        distributed = self.distributed is not None and self.distributed.size > 1
+        if distributed:  # (before any layout field changes)
             self.distributed.check_fit(program, data.X, Y, data.train.batch_size,
                                        bool(getattr(data.train, "drop_last", False)),
                                        augmentation != NO_AUGMENTATION,
                                        data.structure is not None, self.seed)
         # this fit's training batches only (it also picks the build: augmentation has its own)
         set_augmentation(program.layout, augmentation)
-        if self.distributed is not None:  # the MPI build, for this fit only
+        if distributed:  # the MPI build, for this fit only (one rank: the plain fit)
             program.layout[fields.L_MPI_RANKS : fields.L_MPI_IN_PLACE + 1] = (
                 self.distributed.layout_fields(self.dtype))
         try:

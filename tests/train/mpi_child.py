@@ -25,9 +25,28 @@ def fit(out: str, single: bool) -> None:
                           verbose=False)
     rank = 0 if single else trainer.distributed.rank
     weights = {name: p.data for name, p in model.named_parameters()}
+    refusals = {} if single else _refusals(trainer.distributed, X, y)
     np.savez(f"{out}/{'single' if single else f'rank{rank}'}.npz",
              train_loss=history["train_loss"].to_numpy(),
-             val_loss=history["val_loss"].to_numpy(), **weights)
+             val_loss=history["val_loss"].to_numpy(), **weights, **refusals)
+
+
+def _refusals(mpi, X, y) -> dict:
+    """The messages of fits a data-parallel run refuses (before anything compiles or trains)."""
+    def attempt(model, X, y, seed=3, batch_size=64):
+        try:
+            nn.Trainer(model, dtype=np.float64, seed=seed, distributed=mpi).fit(
+                nn.DataLoader(X, y, batch_size=batch_size), epochs=1, verbose=False)
+        except ValueError as e:
+            return str(e)
+        return "no error"
+
+    return {
+        "refused_dropout": attempt(nn.Sequential(nn.Linear(64, 8), nn.Dropout(0.5),
+                                                 nn.Linear(8, 10)), X, y),
+        "refused_last_batch": attempt(nn.Sequential(nn.Linear(64, 10)), X[:129], y[:129]),
+        "refused_seed": attempt(nn.Sequential(nn.Linear(64, 10)), X, y, seed=mpi.rank),
+    }
 
 
 if __name__ == "__main__":
