@@ -25,8 +25,10 @@ epoch, no validation, seed 0. Every rank uses one BLAS thread (the fit pins it) 
    the 2-rank fit's time per step (epoch / steps) and the 1-rank fit's.
 
 The machine's load (1-minute load average before and after, and the CPU other processes used
-during the timed launches, from ``/proc/stat``) is recorded: 2 ranks on a 2-core machine need
-both cores, so any other process costs the 2-rank side directly.
+during the timed launches: ``/proc/stat`` minus this process and its ranks) is recorded: 2 ranks
+on a 2-core machine need both cores, so any other process costs the 2-rank side directly (a rank
+that waits in the Allreduce spins on its core; ``--yield-when-idle`` sets Open MPI's
+``mpi_yield_when_idle`` so it yields it instead).
 """
 
 from __future__ import annotations
@@ -143,6 +145,7 @@ def _launch(ranks: int, args, epochs: int) -> dict:
            "benchmarks.mpi_scaling", "--child", "--rows", str(args.rows), "--epochs",
            str(epochs), "--data", args.data, "--allreduce-calls", str(args.allreduce_calls)]
     env = child_env(OMPI_ALLOW_RUN_AS_ROOT=1, OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1,
+                    OMPI_MCA_mpi_yield_when_idle=int(args.yield_when_idle),
                     OMPI_MCA_rmaps_base_oversubscribe=1, OPENBLAS_NUM_THREADS=1,
                     PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
     t0 = time.monotonic()
@@ -157,11 +160,37 @@ def _launch(ranks: int, args, epochs: int) -> dict:
     return result
 
 
+class _OthersThanUs(OtherLoad):
+    """:class:`OtherLoad` that also leaves out the CPU of the ranks this process launched (and
+    waited for): the machine's load besides the benchmark."""
+
+    def __enter__(self):
+        import resource
+
+        self._kids0 = _children_cpu(resource)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        import resource
+
+        super().__exit__(*exc)
+        if self.seconds is not None:
+            wall = self.seconds / self.cores if self.cores else None
+            self.seconds = max(0.0, self.seconds - (_children_cpu(resource) - self._kids0))
+            self.cores = self.seconds / wall if wall else 0.0
+        return False
+
+
+def _children_cpu(resource) -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run(args) -> dict:
     print("warm-up launches (compile or load the cache)...", file=sys.stderr, flush=True)
     warmup = {r: _launch(r, args, 1) for r in (1, 2)}
     launches = {1: [], 2: []}
-    with OtherLoad() as other:
+    with _OthersThanUs() as other:
         for k in range(args.repeats):
             for r in (1, 2):
                 res = _launch(r, args, args.epochs)
@@ -229,6 +258,9 @@ def main(argv=None) -> None:
     p.add_argument("--epochs", type=int, default=3, help="epochs per launch (default 3)")
     p.add_argument("--repeats", type=int, default=3, help="launches per side (default 3)")
     p.add_argument("--allreduce-calls", type=int, default=200)
+    p.add_argument("--yield-when-idle", action="store_true",
+                   help="Open MPI's mpi_yield_when_idle=1: a rank waiting in the Allreduce "
+                        "yields its core (for machines busy with other work)")
     p.add_argument("--quick", action="store_true", help="2000 rows, 2 epochs, 1 repeat")
     p.add_argument("--out", default="mpi_scaling", help="results name, .json path or directory")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -243,7 +275,8 @@ def main(argv=None) -> None:
     res = {"benchmark": "mpi_scaling",
            "config": {"rows": args.rows, "epochs": args.epochs, "repeats": args.repeats,
                       "batch": BATCH, "hidden": HIDDEN, "dtype": "float32",
-                      "allreduce_calls": args.allreduce_calls, "data": args.data}}
+                      "allreduce_calls": args.allreduce_calls, "data": args.data,
+                      "yield_when_idle": args.yield_when_idle}}
     res["mpi"] = run(args)
     res["environment"] = environment_info(loadavg_before=load_before, loadavg_after=loadavg())
     res["benchmark_wall_s"] = time.perf_counter() - t_start
