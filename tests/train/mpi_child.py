@@ -12,7 +12,7 @@ import numpy as np
 import nnjit as nn
 
 
-def fit(out: str, single: bool) -> None:
+def fit(out: str, single: bool):
     data = nn.datasets.load_digits()
     X, y = data.X[:600] / 16.0, data.y[:600]
     Xv, yv = data.X[600:700] / 16.0, data.y[600:700]
@@ -29,6 +29,7 @@ def fit(out: str, single: bool) -> None:
     np.savez(f"{out}/{'single' if single else f'rank{rank}'}.npz",
              train_loss=history["train_loss"].to_numpy(),
              val_loss=history["val_loss"].to_numpy(), **weights, **refusals)
+    return trainer
 
 
 def _refusals(mpi, X, y) -> dict:
