@@ -18,11 +18,13 @@ def fit(out: str, single: bool):
     Xv, yv = data.X[600:700] / 16.0, data.y[600:700]
     nn.set_seed(3)
     model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
-    trainer = nn.Trainer(model, nn.Adam(lr=0.01), dtype=np.float64, seed=3,
-                         distributed=None if single else nn.MPI())
-    # 600 rows in global batches of 64: 9 full batches and a last one of 24 (12 per rank)
+    # scikit-learn's alpha is divided by the batch's rows: the global batch's, under MPI
+    trainer = nn.Trainer(model, nn.Adam(lr=0.01), regularizer=nn.SklearnL2Regularizer(1e-3),
+                         dtype=np.float64, seed=3, distributed=None if single else nn.MPI())
+    # 600 rows in global batches of 64: 9 full batches and a last one of 24 (12 per rank); a
+    # callback makes it one compiled call per epoch
     history = trainer.fit(nn.DataLoader(X, y, batch_size=64), epochs=3, val=(Xv, yv),
-                          verbose=False)
+                          verbose=False, callbacks=[lambda frame: None])
     rank = 0 if single else trainer.distributed.rank
     weights = {name: p.data for name, p in model.named_parameters()}
     refusals = {} if single else _refusals(trainer.distributed, X, y)
