@@ -19,7 +19,9 @@ epoch, no validation, seed 0. Every rank uses one BLAS thread (the fit pins it) 
    ``--repeats`` times after one warm-up launch of each (which compiles, or loads the cache). An
    epoch's time is the history's ``seconds`` (measured inside the compiled loop); each launch
    reports the median of its ``--epochs`` epochs. Speed-up = 1-rank epoch / 2-rank epoch.
-2. Allreduce per step: in each 2-rank launch, after its fit, a compiled loop calls the same
+2. Allreduce per step: the 2-rank fit's own time in its Allreduce calls (measured around each
+   call inside the compiled loop, so waiting for the slower rank counts; ``MPI.allreduce_seconds``)
+   per step; and, in each 2-rank launch after its fit, a compiled loop calls the same
    in-place ``MPI_Allreduce`` (the MPI build's, :mod:`nnjit.distributed.mpi_step`) on a float32
    block of the gradient's size ``--allreduce-calls`` times back to back; time per call, beside
    the 2-rank fit's time per step (epoch / steps) and the 1-rank fit's.
@@ -92,6 +94,8 @@ def _child(args) -> None:
               "fit_wall_s": fit_wall, "n_params": trainer.program.n_trainable,
               "final_train_loss": float(history["train_loss"].iloc[-1])}
     if mpi.size > 1:
+        # in the fit: the compiled loop's time in the Allreduce, waits for the other rank included
+        result["fit_allreduce_per_step_s"] = mpi.allreduce_seconds / (steps * args.epochs)
         result["allreduce_s"] = _time_allreduce(mpi, trainer.program.n_trainable,
                                                 args.allreduce_calls)
         mpi.barrier()
@@ -126,7 +130,7 @@ def _time_allreduce(mpi, n: int, calls: int) -> float:
         return (monotonic_ns() - t0) * 1e-9 / calls
 
     layout = np.zeros(fields.LAYOUT_HEAD, dtype=np.int64)
-    layout[fields.L_MPI_RANKS : fields.L_MPI_IN_PLACE + 1] = mpi.layout_fields(np.float32)
+    layout[fields.L_MPI_RANKS : fields.L_MPI_ALLREDUCE_NS + 1] = mpi.layout_fields(np.float32)
     block = np.zeros(n, dtype=np.float32)  # (zeros: sums stay finite over any number of calls)
     mpi.barrier()
     return float(loop(block, layout, calls))
@@ -201,6 +205,7 @@ def run(args) -> dict:
     two = summarize([r["epoch_median_s"] for r in launches[2]])
     steps = launches[1][0]["steps_per_epoch"]
     allreduce = summarize([r["allreduce_s"] for r in launches[2]])
+    in_fit = summarize([r["fit_allreduce_per_step_s"] for r in launches[2]])
     return {
         "warmup": warmup, "launches": {str(k): v for k, v in launches.items()},
         "epoch_1_rank_s": one, "epoch_2_ranks_s": two,
@@ -208,6 +213,7 @@ def run(args) -> dict:
         "steps_per_epoch": steps,
         "step_1_rank_s": ratio(one["median"], steps), "step_2_ranks_s": ratio(two["median"], steps),
         "allreduce_per_step_s": allreduce,
+        "fit_allreduce_per_step_s": in_fit,
         "allreduce_share_of_2_rank_step": ratio(allreduce["median"],
                                                 ratio(two["median"], steps)),
         "other_load_cores": other.cores,
@@ -230,6 +236,8 @@ def print_report(res: dict) -> None:
     share = m["allreduce_share_of_2_rank_step"]
     print_table(["what", "time"], [
         ["Allreduce of the gradient (float32, in place), per step", fmt_time(a["median"])],
+        ["the fit's Allreduce per step, waits for the other rank included",
+         fmt_time(m["fit_allreduce_per_step_s"]["median"])],
         ["2-rank step (epoch / steps), Allreduce included", fmt_time(m["step_2_ranks_s"])],
         ["Allreduce share of the 2-rank step", "-" if share is None else f"{100 * share:.1f}%"],
         ["other processes' CPU during the timed launches",

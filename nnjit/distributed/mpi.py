@@ -77,6 +77,8 @@ class MPI:
     fewer rows than ranks.
 
     Attributes:
+        allreduce_seconds: the last fit's time in the gradients' Allreduce, waits for the other
+            ranks included (from inside the compiled loop).
         comm: nnjit's communicator (a duplicate of ``comm``; a failed collective aborts every rank
             rather than leaving the others waiting). ``rank``, ``size``: this process's rank, ranks.
     """
@@ -88,6 +90,7 @@ class MPI:
         self.comm = base.Dup()  # (collective: every rank constructs its MPI())
         self.comm.Set_errhandler(mpi.ERRORS_ARE_FATAL)
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
+        self.allreduce_seconds = 0.0
         _load_library()
 
     @property
@@ -103,7 +106,17 @@ class MPI:
         mpi = self._mpi
         datatype = mpi.FLOAT if np.dtype(dtype) == np.float32 else mpi.DOUBLE
         return (self.size, self.rank, mpi._handleof(self.comm), mpi._handleof(datatype),
-                mpi._handleof(mpi.DOUBLE), mpi._handleof(mpi.SUM), int(mpi.IN_PLACE))
+                mpi._handleof(mpi.DOUBLE), mpi._handleof(mpi.SUM), int(mpi.IN_PLACE), 0)
+
+    def begin_fit(self, layout: np.ndarray, dtype) -> None:
+        """Point a program's layout vector at this communicator: the next run is the MPI build's."""
+        layout[fields.L_MPI_RANKS : fields.L_MPI_ALLREDUCE_NS + 1] = self.layout_fields(dtype)
+
+    def end_fit(self, layout: np.ndarray) -> None:
+        """Keep the fit's Allreduce time (:attr:`allreduce_seconds`) and clear the fields, so
+        the program's next run (predict, a single-process fit) is its plain build again."""
+        self.allreduce_seconds = float(layout[fields.L_MPI_ALLREDUCE_NS]) * 1e-9
+        layout[fields.L_MPI_RANKS : fields.L_MPI_ALLREDUCE_NS + 1] = 0
 
     def check_fit(self, program, X, Y, batch_size: int, drop_last: bool, augmented: bool,
                   graph: bool, seed: int) -> None:

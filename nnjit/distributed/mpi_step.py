@@ -16,6 +16,7 @@ from mpi4py import MPI as _MPI
 from numba import types
 
 from nnjit.engine.fields import (
+    L_MPI_ALLREDUCE_NS,
     L_MPI_COMM,
     L_MPI_DATATYPE,
     L_MPI_DOUBLE,
@@ -27,6 +28,7 @@ from nnjit.engine.fields import (
     TASK_FIT,
 )
 from nnjit.kernels._jit import jit
+from nnjit.kernels.clock import monotonic_ns
 
 # MPI handles are pointers (Open MPI) or ints (MPICH): the C signature follows mpi4py's library.
 _HANDLE_BYTES = _MPI._sizeof(_MPI.Comm)
@@ -63,14 +65,18 @@ def sync_gradients(pgrads, stats, rows, global_rows, layout):
     ``global_rows``: scale by rows / global_rows, then one in-place Allreduce (sum) of the flat
     gradient block. A rank whose loss is not finite poisons the sum with a NaN, so every rank
     sees the divergence at the same step and stops together (no rank waits in the next
-    Allreduce). Returns (``global_rows``, the global batch diverged)."""
+    Allreduce). The time spent in the Allreduce (waiting for the other ranks included) adds up
+    in the layout's ``L_MPI_ALLREDUCE_NS``. Returns (``global_rows``, the global batch
+    diverged)."""
     if not np.isfinite(stats[0]):
         pgrads[0] = np.nan
     scale = pgrads.dtype.type(rows / global_rows)
     for k in range(pgrads.size):
         pgrads[k] *= scale
+    t0 = monotonic_ns()
     _allreduce(layout[L_MPI_IN_PLACE], pgrads.ctypes.data, pgrads.size, layout[L_MPI_DATATYPE],
                layout[L_MPI_SUM], layout[L_MPI_COMM])  # (errors abort: ERRORS_ARE_FATAL)
+    layout[L_MPI_ALLREDUCE_NS] += monotonic_ns() - t0
     return global_rows, not np.isfinite(pgrads[0])
 
 

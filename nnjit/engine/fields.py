@@ -39,8 +39,9 @@ TASK_FIT, TASK_EVALUATE, TASK_PREDICT, TASK_GRADIENT = 0, 1, 2, 3
     L_MPI_DOUBLE,  # MPI_DOUBLE (the epoch's loss sums)
     L_MPI_SUM,  # MPI_SUM
     L_MPI_IN_PLACE,  # MPI_IN_PLACE
-) = range(22)
-LAYOUT_HEAD = 22
+    L_MPI_ALLREDUCE_NS,  # nanoseconds the fit spent in the gradients' Allreduce (waits included)
+) = range(23)
+LAYOUT_HEAD = 23
 INPUT_ENTRY_WIDTH = 3
 INPUT_SLOT, INPUT_FIRST_COLUMN, INPUT_COLUMNS = range(INPUT_ENTRY_WIDTH)
 LAYOUT_WIDTH = LAYOUT_HEAD + INPUT_ENTRY_WIDTH  # with one input

@@ -25,7 +25,7 @@ _LAYOUT_ORDER = (fields.L_INPUT, fields.L_TARGET, fields.L_OUTPUT, fields.L_LOSS
                  fields.L_AUG_SLOT, fields.L_AUG_PAD, fields.L_AUG_FLIP, fields.L_AUG_C,
                  fields.L_AUG_H, fields.L_AUG_W, fields.L_N_TRAINABLE, fields.L_MPI_RANKS,
                  fields.L_MPI_RANK, fields.L_MPI_COMM, fields.L_MPI_DATATYPE, fields.L_MPI_DOUBLE,
-                 fields.L_MPI_SUM, fields.L_MPI_IN_PLACE)
+                 fields.L_MPI_SUM, fields.L_MPI_IN_PLACE, fields.L_MPI_ALLREDUCE_NS)
 if _LAYOUT_ORDER != tuple(range(fields.LAYOUT_HEAD)):
     raise ImportError("nnjit.engine.program: the layout vector no longer matches the L_* fields")
 
@@ -163,7 +163,7 @@ class Program:
             len(inputs),  # L_N_INPUTS
             -1, 0, 0, 0, 0, 0,  # L_AUG_*: no augmentation
             self.n_trainable,  # L_N_TRAINABLE
-            0, 0, 0, 0, 0, 0, 0,  # L_MPI_*: not distributed
+            0, 0, 0, 0, 0, 0, 0, 0,  # L_MPI_*: not distributed
             *_input_entries(inputs),  # per input: slot, first column in X, columns
         ], dtype=np.int64)
         self.current_rows = self.max_batch

@@ -419,8 +419,7 @@ class Trainer:
         # this fit's training batches only (it also picks the build: augmentation has its own)
         set_augmentation(program.layout, augmentation)
         if distributed:  # the MPI build, for this fit only (one rank: the plain fit)
-            program.layout[fields.L_MPI_RANKS : fields.L_MPI_IN_PLACE + 1] = (
-                self.distributed.layout_fields(self.dtype))
+            self.distributed.begin_fit(program.layout, self.dtype)
         try:
             if plan.per_epoch or plan.threaded:  # Python runs alongside: compile before its clocks
                 stop = StopRequest(self._run_state)
@@ -430,7 +429,8 @@ class Trainer:
             status, interrupted = self._run(plan, arrays, training, history, stop)
         finally:
             set_augmentation(program.layout, NO_AUGMENTATION)
-            program.layout[fields.L_MPI_RANKS : fields.L_MPI_IN_PLACE + 1] = 0
+            if distributed:
+                self.distributed.end_fit(program.layout)
         return self._end_fit(plan, status, interrupted)
 
     def _start_run_state(self, plan: FitPlan, steps_per_epoch: int, plateau: np.ndarray):
