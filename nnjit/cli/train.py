@@ -82,6 +82,7 @@ def check_shapes(config, X, y, y_val, spec: str, path: str) -> None:
 
 
 def cmd_train(args) -> int:
+    from nnjit.distributed import DistributedFitError
     from nnjit.experiment import Checkpoints
     from nnjit.experiment.runs import RunError, train_run
 
@@ -109,6 +110,8 @@ def cmd_train(args) -> int:
                                           distributed=distributed)
     except RunError as e:
         raise CommandError(_run_error_line(e, args)) from e
+    except DistributedFitError as e:  # (every rank says it; mpirun shows each)
+        raise CommandError(f"{e} (config {args.config})") from e
     except OSError as e:
         raise CommandError(f"{os_error_line(e, 'write')} (the runs root is {args.root}; pass "
                            "--root with a folder you can write)") from e

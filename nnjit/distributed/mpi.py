@@ -21,6 +21,11 @@ from nnjit.engine import fields
 _MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK", "MPI_LOCALNRANKS")
 
 
+class DistributedFitError(ValueError):
+    """A data-parallel fit refused before any rank trained: something it does not support, or
+    ranks whose data, settings or initial weights differ (every rank raises it)."""
+
+
 def launched_by_mpi() -> bool:
     """True in a process started by ``mpirun``/``mpiexec``/``srun`` (their environment)."""
     return any(name in os.environ for name in _MPI_ENV)
@@ -155,15 +160,16 @@ class MPI:
                        zlib.crc32(np.ascontiguousarray(program.params).data))
         everyone = self.comm.allgather((problem, fingerprint))
         if problem is not None:
-            raise ValueError(f"fit with distributed=MPI(): not supported with {problem}")
+            raise DistributedFitError(f"fit with distributed=MPI(): not supported with {problem}")
         others = [r for r, (p, f) in enumerate(everyone) if p is None and f != fingerprint]
         if any(p is not None for p, _ in everyone):
-            raise ValueError("fit with distributed=MPI(): another rank refused the fit (see "
-                             "its message)")
+            raise DistributedFitError("fit with distributed=MPI(): another rank refused the fit "
+                                      "(see its message)")
         if others:
-            raise ValueError(f"fit with distributed=MPI(): rank(s) {others} differ from rank "
-                             f"{self.rank} in their data, batch size, seed or initial weights; "
-                             "every rank must run the same script on the same data")
+            raise DistributedFitError(
+                f"fit with distributed=MPI(): rank(s) {others} differ from rank {self.rank} in "
+                "their data, batch size, seed or initial weights; every rank must run the same "
+                "script on the same data")
 
     def __repr__(self) -> str:
         return f"MPI(rank={self.rank}, size={self.size})"
