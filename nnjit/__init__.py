@@ -8,6 +8,7 @@ from nnjit._version import __version__ as __version__
 from nnjit import datasets as datasets
 from nnjit import export as export  # (registers Module.save_onnx and the safetensors methods)
 from nnjit.data.full_batch import FullBatch as FullBatch
+from nnjit.distributed import MPI as MPI  # (imports mpi4py only when constructed)
 from nnjit.data.graph import Graph as Graph
 from nnjit.data.images import ImageDataset as ImageDataset
 from nnjit.data.loader import DataLoader as DataLoader
@@ -100,6 +101,7 @@ __all__ = [
     "LeakyReLU",
     "LeakyReLULayer",
     "Linear",
+    "MPI",
     "MaxPool2d",
     "MSELoss",
     "Module",

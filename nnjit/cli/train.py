@@ -64,6 +64,7 @@ def check_shapes(config, X, y, y_val, spec: str, path: str) -> None:
 
 
 def cmd_train(args) -> int:
+    from nnjit.distributed import DistributedFitError
     from nnjit.experiment import Checkpoints
     from nnjit.experiment.runs import RunError, train_run
 
@@ -74,8 +75,10 @@ def cmd_train(args) -> int:
                            "NAME|CSV|fashion_mnist:PATH")
     X, y, Xv, yv, data = load_data(spec, config, args.target)
     check_shapes(config, X, y, yv, spec, args.config)
+    distributed = _mpi_if_launched()
+    talks = distributed is None or distributed.is_root  # (MPI: rank 0 alone prints)
     callbacks = []
-    if not args.quiet:
+    if not args.quiet and talks:
         from nnjit.train.builtin_callbacks import ProgressBar
 
         callbacks.append(ProgressBar())
@@ -85,16 +88,36 @@ def cmd_train(args) -> int:
                                           overwrite=args.overwrite, epochs=args.epochs,
                                           callbacks=callbacks,
                                           metadata={"data": spec, "data_target": args.target},
-                                          encoding=getattr(data, "encoding", None))
+                                          encoding=getattr(data, "encoding", None),
+                                          distributed=distributed)
     except RunError as e:
         raise CommandError(_run_error_line(e, args)) from e
+    except DistributedFitError as e:  # (every rank says it; mpirun shows each)
+        raise CommandError(f"{e} (config {args.config})") from e
     except OSError as e:
         raise CommandError(f"{os_error_line(e, 'write')} (the runs root is {args.root}; pass "
                            "--root with a folder you can write)") from e
-    print(f"run {run.display}: {len(history)} epochs")
+    if not talks:
+        return 0
+    print(f"run {run.display}: {len(history)} epochs"
+          + (f" on {distributed.size} MPI ranks" if distributed is not None else ""))
     if len(history):
         print(summary_line(history))
     return 0
+
+
+def _mpi_if_launched():
+    """``nnjit.MPI()`` when this process is one of several ranks started by ``mpirun``/``srun``
+    (data-parallel training), else None."""
+    from nnjit.distributed import MPI, launched_by_mpi
+
+    if not launched_by_mpi():
+        return None
+    try:
+        mpi = MPI()
+    except ImportError as e:
+        raise CommandError(f"nnjit train was started by an MPI launcher but {e}") from e
+    return mpi if mpi.size > 1 else None
 
 
 def _run_error_line(error, args) -> str:

@@ -36,8 +36,18 @@ TASK_FIT, TASK_EVALUATE, TASK_PREDICT, TASK_GRADIENT = 0, 1, 2, 3
     L_AUG_H,
     L_AUG_W,
     L_N_TRAINABLE,  # the parameter block's trainable head; buffers (running statistics) follow
-) = range(15)
-LAYOUT_HEAD = 15
+    # Data-parallel fits over MPI (nnjit.distributed): set during such a fit only, where they
+    # pick the MPI build; the handles are this process's MPI handle values (mpi4py's).
+    L_MPI_RANKS,  # ranks sharing each global batch (0: not distributed)
+    L_MPI_RANK,  # this process's rank
+    L_MPI_COMM,  # the communicator
+    L_MPI_DATATYPE,  # the arena dtype's MPI datatype (MPI_FLOAT / MPI_DOUBLE)
+    L_MPI_DOUBLE,  # MPI_DOUBLE (the epoch's loss sums)
+    L_MPI_SUM,  # MPI_SUM
+    L_MPI_IN_PLACE,  # MPI_IN_PLACE
+    L_MPI_ALLREDUCE_NS,  # nanoseconds the fit spent in the gradients' Allreduce (waits included)
+) = range(23)
+LAYOUT_HEAD = 23
 INPUT_ENTRY_WIDTH = 3
 INPUT_SLOT, INPUT_FIRST_COLUMN, INPUT_COLUMNS = range(INPUT_ENTRY_WIDTH)
 LAYOUT_WIDTH = LAYOUT_HEAD + INPUT_ENTRY_WIDTH  # with one input

@@ -222,6 +222,27 @@ def replay(direction, start, stop, ctx):
 _load_job = load_rows  # the job loader: a family's load_job in builds that include it
 
 
+# -- data-parallel hooks (MPI) -------------------------------------------------------------------
+# No-ops here; the MPI build (build_for(..., mpi=True)) swaps in nnjit.distributed.mpi_step's,
+# which shard each global batch and average the gradients with one Allreduce per step.
+@jit(inline="always")
+def _shard_rows(task, start, rows, layout):
+    """This process's (start, rows) of a training batch: all of it outside the MPI build."""
+    return start, rows
+
+
+@jit(inline="always")
+def _sync_gradients(pgrads, stats, rows, global_rows, layout):
+    """(rows the step's penalty counts, the global batch diverged): (rows, False) here."""
+    return rows, False
+
+
+@jit(inline="always")
+def _sync_epoch(state, layout):
+    """Sum the epoch's training loss counters over the ranks (nothing here)."""
+    return 0
+
+
 @jit
 def _first_nonfinite_op(stop, rows, records, slots, values):
     """Index of the first forward op (< stop) whose output holds NaN/inf, else stop - 1."""
@@ -316,6 +337,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             if is_train:
                 start = job * batch
                 rows = min(batch, n - start)
+                start, rows = _shard_rows(task, start, rows, layout)  # (MPI: this rank's part)
                 src_x, src_y = X, Y
             else:
                 start = (job - n_train_jobs) * val_batch
@@ -363,7 +385,10 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                 for j in range(o.shape[1]):
                     out[base + r, j] = o[r, j]
         elif is_train:
-            if not np.isfinite(stats[0]):
+            # (MPI build: the gradients become the global batch's; the penalty counts its rows)
+            step_rows, diverged = _sync_gradients(pgrads, stats, rows,
+                                                  min(batch, n - job * batch), layout)
+            if diverged or not np.isfinite(stats[0]):
                 state[ST_JOB] = -1
                 restore_best(cfg, state, params, best)
                 return st.NONFINITE_TRAIN_LOSS, _first_nonfinite_op(loss_op + 1, rows, records,
@@ -371,7 +396,8 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             if task == TASK_GRADIENT:
                 state[ST_JOB] = -1
                 return st.DONE, -1
-            coef = cfg[C_REG_COEF] / rows if cfg[C_REG_PER_BATCH] != 0.0 else cfg[C_REG_COEF]
+            coef = (cfg[C_REG_COEF] / step_rows if cfg[C_REG_PER_BATCH] != 0.0
+                    else cfg[C_REG_COEF])
             penalty = ko.l2_penalty(tparams, pgrads, reg_spans, coef) if coef != 0.0 else 0.0
             group = int(cfg[C_ACCUM_STEPS])
             if group > 1:  # mean gradient over `group` minibatches (fewer at the epoch's end)
@@ -420,6 +446,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             state[ST_JOB] = -1
             if task != TASK_FIT:
                 return st.DONE, -1
+            _sync_epoch(state, layout)  # (MPI build: the global batches' loss sums)
             end_epoch(cfg, state, history, params, best, plateau, n_val)
             epochs_this_call += 1
             if cfg[C_CHUNK] > 0 and epochs_this_call >= cfg[C_CHUNK]:
@@ -427,7 +454,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
 
 
 # -- builds with more families -------------------------------------------------------------------
-def build_for(families, augment: bool = False):
+def build_for(families, augment: bool = False, mpi: bool = False):
     """The compiled loop for programs whose records use ``families`` (any iterable of
     :class:`~nnjit.ops.OpFamily`): :func:`execute` itself when they are all core, else
     ``execute`` again, from the same source, with a family chain over the core families and the
@@ -442,6 +469,10 @@ def build_for(families, augment: bool = False):
     ``augment``: the build for fits that augment their training batches (the job loader
     :func:`~nnjit.engine.batch_loading.load_augmented_rows`), kept out of the others so an MLP
     does not compile the augmentation kernels.
+
+    ``mpi``: the build for data-parallel fits over MPI (:mod:`nnjit.distributed`): every
+    training batch sharded over the ranks, one Allreduce of the gradients per step, from
+    inside this compiled loop. Its own build, so no single-process fit compiles MPI code.
     """
     extra = []
     for fam in families:
@@ -449,9 +480,11 @@ def build_for(families, augment: bool = False):
             raise TypeError(f"build_for: expected OpFamily objects, got {type(fam).__name__}")
         if not fam.core and fam not in extra:
             extra.append(fam)
-    if not extra and not augment:
+    if not extra and not augment and not mpi:
         return execute
-    return _build(tuple(sorted(extra, key=lambda f: f.block.start)), augment)
+    if augment and mpi:
+        raise ValueError("build_for: augmentation and MPI have no build together")
+    return _build(tuple(sorted(extra, key=lambda f: f.block.start)), augment, mpi)
 
 
 def build_suffix(families) -> str:
@@ -461,7 +494,7 @@ def build_suffix(families) -> str:
 
 
 @functools.cache
-def _build(families, augment=False):
+def _build(families, augment=False, mpi=False):
     loaders = [f for f in families if f.load_job is not None]
     if len(loaders) > 1 or (loaders and augment):
         raise ValueError("one program uses op families that each load jobs their own way ("
@@ -473,7 +506,14 @@ def _build(families, augment=False):
         loader = load_augmented_rows
     else:
         loader = loaders[0].load_job if loaders else load_rows
+    hooks = {}
+    if mpi:
+        from nnjit.distributed import mpi_step  # (imports mpi4py)
+
+        suffix += "_" + mpi_step.build_suffix()
+        hooks = {"_shard_rows": mpi_step.shard_rows, "_sync_gradients": mpi_step.sync_gradients,
+                 "_sync_epoch": mpi_step.sync_epoch}
     forward, backward = _chain(families, suffix)
     replay_x = _copy(replay, suffix, {"_extension_forward": forward,
                                       "_extension_backward": backward})
-    return _copy(execute, suffix, {"replay": replay_x, "_load_job": loader})
+    return _copy(execute, suffix, {"replay": replay_x, "_load_job": loader, **hooks})

@@ -25,7 +25,9 @@ _NO_BATCH_LOG = np.zeros((0, len(fields.BATCH_COLUMNS)), dtype=np.float64)
 _LAYOUT_ORDER = (fields.L_INPUT, fields.L_TARGET, fields.L_OUTPUT, fields.L_LOSS_OP,
                  fields.L_N_PARAMS, fields.L_SCRATCH, fields.L_MAX_BATCH, fields.L_N_INPUTS,
                  fields.L_AUG_SLOT, fields.L_AUG_PAD, fields.L_AUG_FLIP, fields.L_AUG_C,
-                 fields.L_AUG_H, fields.L_AUG_W, fields.L_N_TRAINABLE)
+                 fields.L_AUG_H, fields.L_AUG_W, fields.L_N_TRAINABLE, fields.L_MPI_RANKS,
+                 fields.L_MPI_RANK, fields.L_MPI_COMM, fields.L_MPI_DATATYPE, fields.L_MPI_DOUBLE,
+                 fields.L_MPI_SUM, fields.L_MPI_IN_PLACE, fields.L_MPI_ALLREDUCE_NS)
 if _LAYOUT_ORDER != tuple(range(fields.LAYOUT_HEAD)):
     raise ImportError("nnjit.engine.program: the layout vector no longer matches the L_* fields")
 
@@ -163,6 +165,7 @@ class Program:
             len(inputs),  # L_N_INPUTS
             -1, 0, 0, 0, 0, 0,  # L_AUG_*: no augmentation
             self.n_trainable,  # L_N_TRAINABLE
+            0, 0, 0, 0, 0, 0, 0, 0,  # L_MPI_*: not distributed
             *_input_entries(inputs),  # per input: slot, first column in X, columns
         ], dtype=np.int64)
         self.current_rows = self.max_batch
@@ -181,6 +184,7 @@ class Program:
         if self._execute is not it.execute:
             compile_notice.watch(self._execute, build_name(self.families), _VALUES_ARG)
         self._execute_augmented = None  # the build for fits with augmentation, made on demand
+        self._execute_mpi = None  # the build for data-parallel fits over MPI, made on demand
         self._write_constants()
         tape.program = self
 
@@ -214,7 +218,7 @@ class Program:
         template.__dict__.update(self.__dict__)
         template.__dict__.update(values=None, grads=None, rng=None, gdata=None,
                                  layout=self.layout.copy(), hyper=self.hyper.copy(),
-                                 _execute_augmented=None)
+                                 _execute_augmented=None, _execute_mpi=None)
         template._arena_sizes = (self.values.size, self.grads.size)
         # Its own copy of the tape, frozen by the template: the traced tape points back to this
         # program, whose arena the cache must not keep alive.
@@ -299,8 +303,15 @@ class Program:
             self._arguments(task, data, training, state, best, history, out, batch_log))
 
     def _build_for_layout(self):
-        """The build the next run needs: the program's, or its augmentation build while the
-        layout vector asks for augmented training batches (``L_AUG_SLOT``)."""
+        """The build the next run needs: the program's, its MPI build during a data-parallel
+        fit (``L_MPI_RANKS``), or its augmentation build while the layout vector asks for
+        augmented training batches (``L_AUG_SLOT``)."""
+        if self.layout[fields.L_MPI_RANKS] > 0:  # (nnjit.distributed refuses augmentation)
+            if self._execute_mpi is None:
+                self._execute_mpi = it.build_for(self.families, mpi=True)
+                compile_notice.watch(self._execute_mpi,
+                                     build_name(self.families) + " over MPI", _VALUES_ARG)
+            return self._execute_mpi
         if self.layout[fields.L_AUG_SLOT] < 0:
             return self._execute
         if self._execute_augmented is None:

@@ -502,8 +502,9 @@ class Run:
         load_module(model, self.checkpoint(phase))
         return model
 
-    def build_trainer(self, seed: int | None = None):
-        """A fresh model and Trainer as ``run.yaml`` describes them (seeded like the run)."""
+    def build_trainer(self, seed: int | None = None, distributed=None):
+        """A fresh model and Trainer as ``run.yaml`` describes them (seeded like the run);
+        ``distributed``: :class:`nnjit.MPI` for a data-parallel fit."""
         from nnjit.random import set_seed
         from nnjit.train.trainer import Trainer
 
@@ -512,7 +513,7 @@ class Run:
         set_seed(seed)
         model = self.build_model()
         return Trainer(model, cfg.optimizer.build(), cfg.model.build_loss(),
-                       dtype=cfg.model.numpy_dtype, seed=seed)
+                       dtype=cfg.model.numpy_dtype, seed=seed, distributed=distributed)
 
     def checkpoint_outputs(self, X, phase=Checkpoints.BEST) -> np.ndarray:
         """The network outputs (logits for classification) of a checkpoint's weights on ``X``,
@@ -645,7 +646,7 @@ class RunCallback(Callback):
 def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
               resume=None, overwrite: bool = False, epochs: int | None = None, callbacks=(),
               verbose=False, name: str | None = None, log_batches: bool = False,
-              metadata: dict | None = None, encoding=None):
+              metadata: dict | None = None, encoding=None, distributed=None):
     """Train ``config`` on the data as a run under ``root``; returns ``(run, trainer, history)``.
 
     ``X`` may be a :class:`nnjit.Graph` (with ``y=None``): a graph net (``Nets.GRAPH_*``) then
@@ -677,6 +678,9 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
             table (``TabularDataset.encoding``): saved as ``encoding.json`` and in every
             checkpoint, so new rows can be encoded the same way (``nnjit predict``). A resumed
             run keeps its saved one (a different one is a ValueError).
+        distributed: :class:`nnjit.MPI` to train data-parallel: call ``train_run`` on every rank
+            with the same arguments; rank 0 alone writes the run folder (``run.yaml``,
+            ``idps.csv``, checkpoints), every rank reads a resumed run's checkpoint.
 
     Raises:
         RunExistsError: the run exists and neither ``resume`` nor ``overwrite`` was given.
@@ -723,7 +727,8 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
             _check_resumable(run, resume, target)
     if encoding is not None:
         encoding.state()  # a value JSON cannot store fails before anything is written
-    if overwrite:
+    writes = distributed is None or distributed.is_root  # (MPI: rank 0 writes the run folder)
+    if overwrite and writes:
         run.clear()
     if resume is not None and (run.path / "encoding.json").is_file():
         saved = run.encoding()
@@ -732,11 +737,14 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
                              f"differs from run {run.display}'s encoding.json: the table "
                              "changed since the run started; train a new run")
         encoding = saved
-    run.remove_stale_temp_files()  # left by a process killed mid-write; this one writes anew
-    run = Run.create(config, root, name=name, metadata=metadata)
-    if encoding is not None:
-        encoding.save(run.path / "encoding.json")
-    trainer = run.build_trainer()
+    if writes:
+        run.remove_stale_temp_files()  # left by a process killed mid-write; this one writes anew
+        run = Run.create(config, root, name=name, metadata=metadata)
+        if encoding is not None:
+            encoding.save(run.path / "encoding.json")
+    if distributed is not None:
+        distributed.barrier()  # the other ranks read the run folder once rank 0 has set it up
+    trainer = run.build_trainer(distributed=distributed)
     start = run.resume(trainer, resume) if resume is not None else 0
     n = target - start
     from nnjit.data.graph import Graph
@@ -765,15 +773,17 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
     # checkpoints, so LAST holds their state after that epoch; the others run after the run's.
     callbacks = list(callbacks)
     stateful = [c for c in callbacks if _has_state(c)]
-    writer = RunCallback(run, start_epoch=start, monitor=tc.monitor, per_batch=log_batches,
-                         encoding=encoding)
+    writer = (RunCallback(run, start_epoch=start, monitor=tc.monitor, per_batch=log_batches,
+                          encoding=encoding) if writes else None)
     trainer.fit(loader, epochs=start + n, initial_epoch=start, schedule_epochs=tc.epochs,
                 val=val, restore_best=tc.restore_best, verbose=verbose,
-                callbacks=[*extra, *stateful, writer,
+                callbacks=[*extra, *stateful, *([writer] if writer else []),
                            *(c for c in callbacks if not _has_state(c))],
                 scheduler=scheduler, grad_clip_norm=config.optimizer.grad_clip_norm,
                 accumulation_steps=config.optimizer.accumulation_steps,
                 log_batches=log_batches, **kwargs)
+    if distributed is not None:
+        distributed.barrier()  # rank 0 has written the last epoch's row and checkpoints
     return run, trainer, run.history()
 
 

@@ -70,6 +70,9 @@ class Trainer:
         dtype: arena dtype, ``np.float32`` (default) or ``np.float64``.
         seed: seed of this trainer's RNG (shuffling, dropout); drawn from
             :func:`nnjit.set_seed`'s generator when omitted.
+        distributed: :class:`nnjit.MPI` to fit data-parallel over MPI ranks (every rank runs
+            the same script; each global batch is split over the ranks and the gradients are
+            averaged inside the compiled loop), or None (this process alone).
 
     ``predict``, ``predict_proba``, ``predict_outputs`` and ``evaluate`` need no fit: the first
     call lays the model out on its current weights (fresh, :meth:`Module.load_weights`,
@@ -83,7 +86,7 @@ class Trainer:
     """
 
     def __init__(self, model: Module, optimizer=None, loss=None, regularizer=None, *,
-                 dtype=None, seed: int | None = None):
+                 dtype=None, seed: int | None = None, distributed=None):
         if not isinstance(model, Module):
             raise TypeError(f"Trainer: model must be an nnjit Module, got {type(model).__name__}")
         model._check_init()
@@ -101,6 +104,13 @@ class Trainer:
         if self.dtype not in SUPPORTED_DTYPES:
             raise ValueError(f"Trainer: dtype must be float32 or float64, got {self.dtype}")
         self.seed = next_seed() if seed is None else _SEED.check("Trainer: seed", seed)
+        # -- data-parallel fits (nnjit.distributed) --
+        from nnjit.distributed.mpi import MPI
+
+        if distributed is not None and not isinstance(distributed, MPI):
+            raise TypeError(f"Trainer: distributed must be nnjit.MPI() or None, got "
+                            f"{type(distributed).__name__}")
+        self.distributed = distributed
         self.program: Program | None = None
         self.history_: "pd.DataFrame | None" = None
         self._state = np.zeros(fields.STATE_WIDTH, dtype=np.float64)  # the compiled loop's rows
@@ -441,8 +451,16 @@ class Trainer:
         arrays = (data.X, Y, Xv, Yv, self._shuffle_order(len(data.X)))
         training = self._training_arrays(plan, lr_table, plateau)
         stop = None  # (the plain single call: Ctrl-C is seen when it returns)
+        distributed = self.distributed is not None and self.distributed.size > 1
+        if distributed:  # (before any layout field changes)
+            self.distributed.check_fit(program, data.X, Y, data.train.batch_size,
+                                       bool(getattr(data.train, "drop_last", False)),
+                                       augmentation != NO_AUGMENTATION,
+                                       data.structure is not None, self.seed)
         # this fit's training batches only (it also picks the build: augmentation has its own)
         set_augmentation(program.layout, augmentation)
+        if distributed:  # the MPI build, for this fit only (one rank: the plain fit)
+            self.distributed.begin_fit(program.layout, self.dtype)
         try:
             if plan.per_epoch or plan.threaded:  # Python runs alongside: compile before its clocks
                 stop = StopRequest(self._run_state)
@@ -452,6 +470,8 @@ class Trainer:
             status, interrupted = self._run(plan, arrays, training, history, stop)
         finally:
             set_augmentation(program.layout, NO_AUGMENTATION)
+            if distributed:
+                self.distributed.end_fit(program.layout)
         return self._end_fit(plan, status, interrupted)
 
     def _start_run_state(self, plan: FitPlan, steps_per_epoch: int, plateau: np.ndarray):
