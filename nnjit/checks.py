@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+_INT64 = 2 ** 63  # ints the compiled config rows can hold
+
 __all__ = ["ArgumentTypeError", "Bool", "Choice", "Int", "Param", "Real", "check_int",
            "check_real", "is_int", "is_real", "wrong_type"]
 
@@ -133,9 +135,10 @@ class Param:
         if value is None and self.none_ok:
             return None
         kind = self.kind
-        if (kind == "int" and type(value) is int) or (kind == "float" and type(value) is float
-                                                       and math.isfinite(value)):
-            # the common case, without building the message of a failure
+        if (kind == "int" and type(value) is int and -_INT64 <= value < _INT64) or (
+                kind == "float" and type(value) is float and math.isfinite(value)):
+            # the common case, without building the message of a failure (an int past int64
+            # takes the slow path, whose message cannot even repr it: refused as before)
             low, high = self.low, self.high
             if (low is None or (value > low if self.low_open else value >= low)) and (
                     high is None or (value < high if self.high_open else value <= high)):

@@ -255,6 +255,8 @@ class Trainer:
             if key is None:  # (a model the structure key cannot describe: key what was traced)
                 key = program_cache.traced_key(tape, x, target, out, loss)
                 program = program_cache.instance(key, target_cols, self.seed)
+                if program is not None:  # tensors of this trace read the instance's arena
+                    program.tape, tape.program = tape, program
         if program is None:
             try:
                 program = Program(tape, x, target, out, loss, seed=self.seed)
@@ -865,6 +867,8 @@ class Trainer:
         from nnjit.train.checkpoint import read_checkpoint
 
         saved = read_checkpoint(load_nne(path), self.model, self.optimizer)  # changes nothing
+        if self.program is None:  # not laid out: hold the file's values at the arena's precision
+            _promote_floats(self.model, self.dtype)
         self.model.load_state_dict(saved.params, where=str(path))
         if saved.optimizer_state is not None:
             self.optimizer.state = np.array(saved.optimizer_state, dtype=self.dtype)
@@ -918,6 +922,15 @@ def _forward_args(cls: type) -> tuple:
         tuple(p.name for p in positional), sum(p.default is p.empty for p in positional),
         any(p.kind is p.VAR_POSITIONAL for p in params))
     return args
+
+
+def _promote_floats(model: Module, dtype: np.dtype) -> None:
+    """Give ``model``'s float parameters and buffers the arena ``dtype`` before values are
+    loaded into them: a float64 trainer's model is often built in float32, and loading a float64
+    checkpoint into float32 arrays would round it before the layout copies it into the arena."""
+    for tensor in [*model.parameters(), *model.buffers()]:
+        if tensor.data.dtype.kind == "f" and tensor.data.dtype != dtype:
+            tensor.data = tensor.data.astype(dtype)
 
 
 def _refuse_graph_model(model: Module, what: str) -> None:

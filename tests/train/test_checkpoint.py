@@ -87,15 +87,18 @@ def test_failed_save_keeps_previous_file(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.nne"]
 
 
-def test_trainer_checkpoint_resumes_exactly(tmp_path):
-    """6 epochs in one go == 4 epochs, checkpoint, new process-like trainer, 2 more epochs."""
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_trainer_checkpoint_resumes_exactly(tmp_path, dtype):
+    """6 epochs in one go == 4 epochs, checkpoint, new process-like trainer, 2 more epochs; in
+    float64 too, where the fresh model's parameters are float32 until the trainer lays it out
+    (loading must not round the checkpoint's float64 values to them)."""
     X, y = nn.datasets.load_iris()
     X = nn.datasets.standardize(X)
 
     def make():
         nn.set_seed(4)
         model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, 3))
-        return model, nn.Trainer(model, nn.Adam(lr=0.01), seed=9)
+        return model, nn.Trainer(model, nn.Adam(lr=0.01), dtype=dtype, seed=9)
 
     def fit(trainer, epochs):
         trainer.fit(nn.DataLoader(X, y, batch_size=16), epochs=epochs, n_iter_no_change=None,
