@@ -15,13 +15,13 @@ C/g * kH * kW`` per product (forward, weight gradient, input gradient); the GEMM
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import time
 
 import numpy as np
 
 from nnjit.kernels import conv as kc
+from nnjit.kernels._jit import jit
 
 BATCH = 64
 IMAGE = 32
@@ -30,23 +30,18 @@ KERNEL = 3
 TARGET_FRACTION = 0.70
 
 
-@functools.cache
-def _driver():
-    """A compiled loop of ``steps`` forward + backward steps through the conv kernels."""
-    import numba
-
-    @numba.njit(nogil=True)
-    def run(x, w1, b1, y1, w2, b2, y2, dy2, dy1, dw1, db1, dw2, db2, hyper, h1, h2, scratch,
-            steps):
-        for _ in range(steps):
-            kc.conv2d_forward(x, w1, b1, y1, True, hyper, h1, scratch)
-            kc.conv2d_forward(y1, w2, b2, y2, True, hyper, h2, scratch)
-            kc.conv2d_backward(y1, w2, dy2, dy1, dw2, db2, True, False, True, False, True,
-                               False, hyper, h2, scratch)
-            kc.conv2d_backward(x, w1, dy1, dy1, dw1, db1, False, False, True, False, True,
-                               False, hyper, h1, scratch)
-
-    return run
+@jit
+def _run_steps(x, w1, b1, y1, w2, b2, y2, dy2, dy1, dw1, db1, dw2, db2, hyper, h1, h2, scratch,
+               steps):
+    """``steps`` forward + backward steps of the stack through the conv kernels, one compiled
+    loop (nnjit's options, cached on disk like the kernels it calls)."""
+    for _ in range(steps):
+        kc.conv2d_forward(x, w1, b1, y1, True, hyper, h1, scratch)
+        kc.conv2d_forward(y1, w2, b2, y2, True, hyper, h2, scratch)
+        kc.conv2d_backward(y1, w2, dy2, dy1, dw2, db2, True, False, True, False, True,
+                           False, hyper, h2, scratch)
+        kc.conv2d_backward(x, w1, dy1, dy1, dw1, db1, False, False, True, False, True,
+                           False, hyper, h1, scratch)
 
 
 def _layer(c, o, size, algorithm):
@@ -85,7 +80,7 @@ def _conv_stack_seconds(repeats: int, min_trial_s: float) -> tuple[float, dict, 
     dy1 = np.zeros(y1.size, f32)
     dw1, dw2, db1, db2 = np.zeros_like(w1), np.zeros_like(w2), np.zeros_like(b1), np.zeros_like(b2)
     scratch = np.zeros(max(s1, s2), f32)
-    run = _driver()
+    run = _run_steps
     args = (x, w1, b1, y1, w2, b2, y2, dy2, dy1, dw1, db1, dw2, db2, hyper, 0, len(block1),
             scratch)
     run(*args, 1)  # compile, warm
