@@ -477,6 +477,13 @@ def revision_rows(res: dict) -> list[list[str]]:
             ["benchmark wall time", fmt_time(res["benchmark_wall_s"])]]
 
 
+def print_environment(rows, res: dict, title: str) -> None:
+    """Print the environment table (``rows`` of item, value) and then the run's warnings."""
+    print_table(["item", "value"], rows, title, align="ll")
+    for w in res.get("warnings", []):
+        print(f"WARNING: {w}", flush=True)
+
+
 def load_warning(env: dict, detail: str = "other processes may have competed for the CPU"):
     """A warning when the machine was busy at the start (load average above half the cores),
     else None. Only the load before the start counts: a benchmark itself adds about 1."""

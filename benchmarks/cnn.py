@@ -68,6 +68,7 @@ from benchmarks._common import (
     out_path,
     package_versions,
     pin_to_one_cpu,
+    print_environment,
     print_table,
     ratio,
     revision_rows,
@@ -723,9 +724,7 @@ def print_report(res: dict) -> None:
              f"{' '.join(f'{x:.2f}' for x in env['loadavg_before'] or [])} / "
              f"{' '.join(f'{x:.2f}' for x in env['loadavg_after'] or [])}"],
             *revision_rows(res)]
-    print_table(["item", "value"], rows, "5. Environment", align="ll")
-    for w in res.get("warnings", []):
-        print(f"WARNING: {w}", flush=True)
+    print_environment(rows, res, "5. Environment")
 
 
 def _warnings(res: dict) -> list[str]:

@@ -36,6 +36,7 @@ from benchmarks._common import (
     load_warning,
     loadavg,
     package_versions,
+    print_environment,
     print_table,
     ratio,
     revision_rows,
@@ -445,9 +446,7 @@ def print_report(res: dict) -> None:
             ["BLAS threads outside fit", str(blas.get("outside_fit"))],
             ["BLAS libraries", libs or "-"],
             *revision_rows(res)]
-    print_table(["item", "value"], rows, "5. Environment", align="ll")
-    for w in res.get("warnings", []):
-        print(f"WARNING: {w}", flush=True)
+    print_environment(rows, res, "5. Environment")
 
 
 def _warnings(res: dict) -> list[str]:

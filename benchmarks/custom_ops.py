@@ -42,6 +42,7 @@ from benchmarks._common import (
     load_warning,
     loadavg,
     package_versions,
+    print_environment,
     print_table,
     ratio,
     revision_rows,
@@ -259,9 +260,7 @@ def print_report(res: dict) -> None:
     rows = [["python / numba / numpy", f"{env['python']} / {env['numba']} / {env['numpy']}"],
             *load_rows(env),
             *revision_rows(res)]
-    print_table(["item", "value"], rows, "4. Environment", align="ll")
-    for w in res.get("warnings", []):
-        print(f"WARNING: {w}", flush=True)
+    print_environment(rows, res, "4. Environment")
 
 
 def _warnings(res: dict) -> list[str]:

@@ -58,6 +58,7 @@ from benchmarks._common import (
     out_path,
     package_versions,
     pin_to_one_cpu,
+    print_environment,
     print_table,
     ratio,
     revision_rows,
@@ -566,9 +567,7 @@ def print_report(res: dict) -> None:
                     f"{env['cpu_affinity']} usable)"],
             *load_rows(env),
             *revision_rows(res)]
-    print_table(["item", "value"], rows, "4. Environment", align="ll")
-    for w in res.get("warnings", []):
-        print(f"WARNING: {w}", flush=True)
+    print_environment(rows, res, "4. Environment")
 
 
 def _warnings(res: dict) -> list[str]:

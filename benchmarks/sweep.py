@@ -54,6 +54,7 @@ from benchmarks._common import (
     load_warning,
     loadavg,
     package_versions,
+    print_environment,
     print_table,
     ratio,
     revision_rows,
@@ -253,9 +254,7 @@ def print_report(res: dict) -> None:
             ["cores usable", str(env.get("cpu_affinity"))],
             *load_rows(env),
             *revision_rows(res)]
-    print_table(["item", "value"], rows, "4. Environment", align="ll")
-    for w in res.get("warnings", []):
-        print(f"WARNING: {w}", flush=True)
+    print_environment(rows, res, "4. Environment")
 
 
 def _warnings(res: dict) -> list[str]:
