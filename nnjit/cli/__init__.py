@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "folder or .npz); default: the config's 'data'")
     p_train.add_argument("--target", help="CSV target column (default: the last one)")
     _root_option(p_train)
-    p_train.add_argument("--epochs", type=_positive_int, metavar="N",
+    p_train.add_argument("--epochs", type=positive_int, metavar="N",
                          help="stop after epoch N (counting the epochs a resumed run already "
                          "did; default: the config's train.epochs, which still sets the run id, "
                          "the scheduler's span and the checkpoint phases)")
@@ -111,7 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (``--epochs``, ``--workers``)."""
     try:
         value = int(text)
     except ValueError:

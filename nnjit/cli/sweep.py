@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from nnjit.cli import positive_int
 from nnjit.cli.errors import CommandError
 
 #: Exit status when the sweep ran but some of its runs failed.
@@ -46,7 +47,7 @@ def add_parser(sub) -> object:
                        "(needs pip install 'nnjit[distributed]')")
     where.add_argument("--local-cluster", action="store_true",
                        help="start a Dask LocalCluster of --workers processes, one thread each")
-    p.add_argument("--workers", type=_positive_int, metavar="N",
+    p.add_argument("--workers", type=positive_int, metavar="N",
                    help="threads of the pool, or processes of --local-cluster (default: the "
                    "usable cores)")
     again = p.add_mutually_exclusive_group()
@@ -56,18 +57,6 @@ def add_parser(sub) -> object:
                        help="train runs that exist again from scratch")
     p.add_argument("-q", "--quiet", action="store_true", help="no line per finished run")
     return p
-
-
-def _positive_int(text: str) -> int:
-    import argparse
-
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
 
 
 def parse_grid(entries: list[str]) -> dict:
