@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from nnjit.cli.arguments import positive_int
 from nnjit.cli.errors import CommandError, one_line_warnings, os_error_line, report
 
 __all__ = ["build_parser", "main", "version_text"]
@@ -109,17 +110,6 @@ def build_parser() -> argparse.ArgumentParser:
         leaf.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                           help="show the traceback of an expected failure instead of one line")
     return parser
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (``--epochs``, ``--workers``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

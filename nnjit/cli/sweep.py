@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from nnjit.cli import positive_int
+from nnjit.cli.arguments import positive_int
 from nnjit.cli.errors import CommandError
 
 #: Exit status when the sweep ran but some of its runs failed.
