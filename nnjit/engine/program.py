@@ -183,8 +183,7 @@ class Program:
         self._execute = it.build_for(self.families)  # (compiled on first call)
         if self._execute is not it.execute:
             compile_notice.watch(self._execute, build_name(self.families), _VALUES_ARG)
-        self._execute_augmented = None  # the build for fits with augmentation, made on demand
-        self._execute_mpi = None  # the build for data-parallel fits over MPI, made on demand
+        self._variant_builds = {}  # build_for option ("augment", "mpi") -> build, on demand
         self._write_constants()
         tape.program = self
 
@@ -218,7 +217,7 @@ class Program:
         template.__dict__.update(self.__dict__)
         template.__dict__.update(values=None, grads=None, rng=None, gdata=None,
                                  layout=self.layout.copy(), hyper=self.hyper.copy(),
-                                 _execute_augmented=None, _execute_mpi=None)
+                                 _variant_builds={})
         template._arena_sizes = (self.values.size, self.grads.size)
         # Its own copy of the tape, frozen by the template: the traced tape points back to this
         # program, whose arena the cache must not keep alive.
@@ -242,6 +241,7 @@ class Program:
         # and the slot table (graph batches write the slot table: graph programs are not reused).
         program.layout, program.hyper = self.layout.copy(), self.hyper.copy()
         program.rng = seed_state(seed)
+        program._variant_builds = {}  # (its own: the template's dict is shared by every instance)
         program.gdata = no_graph()
         program.current_rows = self.max_batch
         if self.tape.constants:
@@ -307,18 +307,19 @@ class Program:
         fit (``L_MPI_RANKS``), or its augmentation build while the layout vector asks for
         augmented training batches (``L_AUG_SLOT``)."""
         if self.layout[fields.L_MPI_RANKS] > 0:  # (nnjit.distributed refuses augmentation)
-            if self._execute_mpi is None:
-                self._execute_mpi = it.build_for(self.families, mpi=True)
-                compile_notice.watch(self._execute_mpi,
-                                     build_name(self.families) + " over MPI", _VALUES_ARG)
-            return self._execute_mpi
+            return self._variant_build("mpi", " over MPI")
         if self.layout[fields.L_AUG_SLOT] < 0:
             return self._execute
-        if self._execute_augmented is None:
-            self._execute_augmented = it.build_for(self.families, augment=True)
-            compile_notice.watch(self._execute_augmented,
-                                 build_name(self.families) + " with augmentation", _VALUES_ARG)
-        return self._execute_augmented
+        return self._variant_build("augment", " with augmentation")
+
+    def _variant_build(self, option: str, suffix: str):
+        """The build of this program's families with :func:`it.build_for`'s ``option`` set,
+        made (and watched for its compile notice, named with ``suffix``) once per program."""
+        build = self._variant_builds.get(option)
+        if build is None:
+            build = self._variant_builds[option] = it.build_for(self.families, **{option: True})
+            compile_notice.watch(build, build_name(self.families) + suffix, _VALUES_ARG)
+        return build
 
     def run(self, task, data, training, state, best, history, out, on_pause=None,
             batch_log=None, call=None) -> int:

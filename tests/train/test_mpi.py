@@ -65,7 +65,7 @@ def test_two_ranks_train_as_one_process_on_the_same_global_batches(tmp_path):
         sys.path.remove(str(HERE))
     # one process, same seed, same global batches: the plain build, no MPI build made
     trainer = mpi_child.fit(str(tmp_path), single=True)
-    assert trainer.program._execute_mpi is None
+    assert "mpi" not in trainer.program._variant_builds
     single = np.load(tmp_path / "single.npz")
     refusals = {name: str(ranks[0][name]) for name in ranks[0].files
                 if name.startswith("refused_")}
