@@ -1,15 +1,13 @@
-"""The MPI build's hooks (:func:`nnjit.engine.interpreter.build_for` with ``mpi=True``): shard each
-global training batch, average its gradients with one in-place Allreduce, sum the epoch's loss.
+"""The MPI hooks of the compiled loop (entries of :mod:`nnjit.engine.dispatch`'s table during a
+data-parallel fit): shard each global training batch, average its gradients with one in-place
+Allreduce, sum the epoch's loss.
 
 ``MPI_Allreduce`` is called by its symbol name (a numba external function, resolved in the MPI
 library that :class:`nnjit.distributed.MPI` loads), with the communicator, datatype and op handles
 read from the program's layout vector at run time: nothing process-specific is compiled in, so
-numba caches the MPI build like the others (ctypes function pointers, numba-mpi's way, are
+numba caches the MPI hooks like the other entries (ctypes function pointers, numba-mpi's way, are
 addresses baked into the code and cannot be cached). Importing this module imports mpi4py.
 """
-
-import hashlib
-import inspect
 
 import numpy as np
 from mpi4py import MPI as _MPI
@@ -27,12 +25,11 @@ from nnjit.engine.fields import (
     ST_TRAIN_LOSS,
     TASK_FIT,
 )
-from nnjit.kernels._jit import jit
 from nnjit.kernels.clock import monotonic_ns
 
 # MPI handles are pointers (Open MPI) or ints (MPICH): the C signature follows mpi4py's library.
-_HANDLE_BYTES = _MPI._sizeof(_MPI.Comm)
-_HANDLE = types.intp if _HANDLE_BYTES == 8 else types.int32
+HANDLE_BYTES = _MPI._sizeof(_MPI.Comm)
+_HANDLE = types.intp if HANDLE_BYTES == 8 else types.int32
 #: int MPI_Allreduce(const void *send, void *recv, int count, MPI_Datatype, MPI_Op, MPI_Comm)
 _allreduce = types.ExternalFunction(
     "MPI_Allreduce", types.int32(types.intp, types.intp, types.int32, _HANDLE, _HANDLE, _HANDLE))
@@ -40,14 +37,6 @@ _allreduce = types.ExternalFunction(
 _TRAIN_SUMS = 3  # ST_TRAIN_LOSS, ST_TRAIN_CORRECT, ST_TRAIN_N
 
 
-def build_suffix() -> str:
-    """The MPI build's name suffix: the handle width and this file's source digest (numba's
-    cache does not see edits to functions a cached function inlines from another file)."""
-    digest = hashlib.sha256(inspect.getsource(inspect.getmodule(build_suffix)).encode())
-    return f"mpi{_HANDLE_BYTES}_{digest.hexdigest()[:16]}"
-
-
-@jit(inline="always")
 def shard_rows(task, start, rows, layout):
     """This rank's contiguous part of the fit's training batch ``[start, start + rows)``: rank r
     of R takes rows ``rows * r // R`` to ``rows * (r + 1) // R`` of it."""
@@ -59,7 +48,6 @@ def shard_rows(task, start, rows, layout):
     return start + first, rows * (rank + 1) // ranks - first
 
 
-@jit(inline="always")
 def sync_gradients(pgrads, stats, rows, global_rows, layout):
     """Turn this rank's mean gradient over its ``rows`` into the mean over the global batch's
     ``global_rows``: scale by rows / global_rows, then one in-place Allreduce (sum) of the flat
@@ -80,7 +68,6 @@ def sync_gradients(pgrads, stats, rows, global_rows, layout):
     return global_rows, not np.isfinite(pgrads[0])
 
 
-@jit(inline="always")
 def sync_epoch(state, layout):
     """Sum the epoch's training loss, correct count and rows over the ranks (one Allreduce of
     three float64 per epoch), so the history and early stopping see the global batches'."""

@@ -1,17 +1,20 @@
-"""The one line nnjit prints on stderr when it compiles a training loop (a first run only).
+"""What nnjit prints on stderr while it compiles (a first run only).
 
-The compiled interpreter (:func:`nnjit.engine.interpreter.execute`, one build per arena dtype, and
-its graph build) takes 10-60 s to compile, then numba caches it on disk and later processes load
-it in well under a second. Numba compiles silently, so a first fit looked hung. Numba's event API
-fires ``"numba:compile"`` only after both the dispatcher's in-process overloads and its on-disk
-cache missed (``Dispatcher.compile``), so a listener on that event speaks exactly when a build is
-really compiled: never in a process that loads it from the cache, never twice for one build, and
-at no cost on the call path (numba calls it only when it compiles).
+nnjit compiles in pieces (:mod:`nnjit.engine.dispatch`): the training loop once per dtype, each op
+family beyond the core once, a few small loaders and hooks. Numba caches each piece on disk and
+later processes load it in well under a second, but numba compiles silently, so a first fit
+looked hung. Numba's event API fires ``"numba:compile"`` only after both the dispatcher's
+in-process overloads and its on-disk cache missed (``Dispatcher.compile``), so a listener on that
+event speaks exactly when a piece is really compiled: never in a process that loads it from the
+cache, never twice for one piece, and at no cost on the call path.
 
-The notice is printed whatever ``verbose`` says: it is not training progress but the reason for
-a stall that happens once per build and installation, in ``fit``, ``predict``, ``evaluate``,
-``gradients`` and ``nnjit warmup`` alike. Set the environment variable ``NNJIT_COMPILE_NOTICE=0``
-to silence it (e.g. a tool that parses stderr).
+A piece expected to take :data:`QUIET_BELOW` seconds or more says so when it starts ("compiling
+the conv family for float32 (first run only, about 8 s)") and how long it took when done; while
+any piece compiles, a line every :data:`TICK_SECONDS` says it still does, so a terminal is never
+silent. The notice is printed whatever ``verbose`` says: it is not training progress but the
+reason for a stall that happens once per piece and installation, in ``fit``, ``predict``,
+``evaluate``, ``gradients`` and ``nnjit warmup`` alike. Set the environment variable
+``NNJIT_COMPILE_NOTICE=0`` to silence it (e.g. a tool that parses stderr).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import contextlib
 import hashlib
 import os
 import sys
+import threading
 import time
 
 try:
@@ -31,21 +35,40 @@ from numba.core import event as numba_event
 
 from nnjit.kernels.cache_locator import caches_on_disk
 
-#: Cold compile time of each build per dtype, in seconds, as the notice states it ("about N s"):
-#: a fresh clone on the project machine (2-core AMD EPYC, numba 0.68); see docs/performance.md.
-ESTIMATED_SECONDS = {"the training loop": 17, "the graph training loop": 22}
+#: Cold compile time of each piece, in CPU seconds, as the notice states it ("about N s"): a
+#: fresh clone on the project machine (2-core Xeon, numba 0.68, empty cache); docs/performance.md.
+ESTIMATED_SECONDS = {
+    "the training loop": 12,
+    "the conv family": 11,
+    "the pooling family": 4,
+    "the normalization family": 3,
+    "the embedding family": 2,
+    "the joining family": 2,
+    "the graph family": 9,
+    "the graph batch loader": 3,
+    "the batch loader": 1,
+    "the augmenting batch loader": 2,
+    "the training loop's hooks": 0,
+    "the MPI hooks": 1,
+}
 
-#: Any other build (the training loop with other extra op families, e.g. a user's): the core
-#: plus the families' dispatchers, stated as the graph build, the extra-family build measured.
-EXTRA_FAMILIES_SECONDS = ESTIMATED_SECONDS["the graph training loop"]
+#: Any other piece (a user's op family): what a small family measured.
+OTHER_PIECE_SECONDS = 3
 
-#: The command that compiles each build ahead of time, named in the notice ("" leaves it out,
+#: Pieces estimated below this many seconds compile without a start line (unless they pass
+#: TICK_SECONDS).
+QUIET_BELOW = 2
+
+#: While a piece compiles, a line every this many seconds says it still does.
+TICK_SECONDS = 10.0
+
+#: The command that compiles each piece ahead of time, named in the notice ("" leaves it out,
 #: e.g. while that command itself runs).
-WARMUP_COMMAND = {"the training loop": "nnjit warmup", "the graph training loop":
-                  "nnjit warmup --graph"}
+WARMUP_COMMAND = "nnjit warmup"
 
-_watched: dict[int, tuple[object, str, int]] = {}  # id(dispatcher) -> (dispatcher, what, arg)
-_started: dict[tuple, float] = {}  # (id(dispatcher), argument types) -> start time
+# id(dispatcher) -> (dispatcher, what and the arena argument's index | its _Piece and None)
+_watched: dict[int, tuple] = {}
+_started: dict[tuple, "_Piece"] = {}  # (id(dispatcher), argument types) -> its piece
 _compiled_seconds = [0.0]  # total over the watched compiles finished in this process
 
 
@@ -82,16 +105,42 @@ def no_warmup_hint():
         _hints.pop()
 
 
+def estimated_seconds(what: str) -> int:
+    """The notice's estimate for the piece called ``what``."""
+    return ESTIMATED_SECONDS.get(what, OTHER_PIECE_SECONDS)
+
+
 def start_message(what: str, dtype: str) -> str:
-    hint = WARMUP_COMMAND.get(what, "") if _hints[-1] else ""
-    ahead = f"; `{hint}` does this ahead of time" if hint else ""
+    ahead = f"; `{WARMUP_COMMAND}` does this ahead of time" if _hints[-1] else ""
     return (f"nnjit: compiling {what} for {dtype} (first run only, about "
-            f"{ESTIMATED_SECONDS.get(what, EXTRA_FAMILIES_SECONDS)} s{ahead})")
+            f"{estimated_seconds(what)} s{ahead})")
+
+
+def tick_message(what: str, seconds: float) -> str:
+    return f"nnjit: still compiling {what}, {seconds:.0f} s"
 
 
 def end_message(seconds: float, cached: bool = True) -> str:
     where = "cached for next time" if cached else "not cached"  # (a warning said why)
     return f"nnjit: compiled in {seconds:.1f} s ({where})"
+
+
+def compile_now(pieces, what: str, dtype: str) -> None:
+    """Compile (or load from numba's cache) each ``(dispatcher, signature)`` of ``pieces`` now,
+    announced together as one piece called ``what`` for ``dtype`` when any really compiles (a
+    dispatch table entry, :mod:`nnjit.engine.dispatch`: a family's forward and backward); one
+    process at a time, as :func:`ensure_compiled`."""
+    todo = [(d, s) for d, s in pieces if tuple(s.args) not in d.overloads]
+    if not todo:
+        return
+    piece = _Piece(what, dtype)
+    try:
+        for dispatcher, signature in todo:
+            _watched[id(dispatcher)] = (dispatcher, piece, None)
+            with _compile_lock(dispatcher, tuple(signature.args)):
+                dispatcher.compile(signature)
+    finally:
+        piece.finish(caches_on_disk(todo[0][0]))
 
 
 def ensure_compiled(dispatcher, args) -> None:
@@ -143,9 +192,51 @@ def _say(text: str) -> None:
         pass
 
 
+class _Piece:
+    """One piece being compiled, of one or more dispatchers: it starts at numba's first compile
+    event for it (a cache load has none) and says so, then, from a timer thread, every
+    TICK_SECONDS that it still compiles (numba compiles in Python and LLVM calls, so the thread
+    gets its turns)."""
+
+    def __init__(self, what: str, dtype: str):
+        self.what, self.dtype = what, dtype
+        self.start = None  # perf_counter at the first compile, None while nothing compiled
+        self.said = False
+        self._done = threading.Event()
+
+    def begin(self) -> None:
+        if self.start is not None:
+            return
+        self.start = time.perf_counter()
+        if not enabled():
+            return
+        if estimated_seconds(self.what) >= QUIET_BELOW:
+            _say(start_message(self.what, self.dtype))
+            self.said = True
+        threading.Thread(target=self._tick, name="nnjit-compile-notice", daemon=True).start()
+
+    def _tick(self) -> None:
+        while not self._done.wait(TICK_SECONDS):
+            if not self.said:  # a piece expected to be quick says what it is first
+                _say(start_message(self.what, self.dtype))
+                self.said = True
+            _say(tick_message(self.what, time.perf_counter() - self.start))
+
+    def finish(self, cached: bool) -> None:
+        """The piece is done (compiled, loaded, or failed: numba's error tells that story)."""
+        self._done.set()
+        if self.start is None:
+            return
+        seconds = time.perf_counter() - self.start
+        _compiled_seconds[0] += seconds
+        if self.said:
+            _say(end_message(seconds, cached))
+
+
 class _Listener(numba_event.Listener):
-    """Prints the notice when numba starts compiling a watched dispatcher and the time taken
-    when it is done (numba holds its compiler lock meanwhile, so calls never interleave)."""
+    """Starts a watched dispatcher's piece when numba starts compiling it; a dispatcher watched
+    with :func:`watch` is a piece of its own that finishes with its compile (numba holds its
+    compiler lock meanwhile, so compiles never interleave)."""
 
     def on_start(self, event):
         data = event.data or {}
@@ -153,24 +244,25 @@ class _Listener(numba_event.Listener):
         if entry is None:
             return
         dispatcher, what, dtype_arg = entry
+        if isinstance(what, _Piece):  # (compile_now finishes it)
+            what.begin()
+            return
         args = tuple(data.get("args") or ())
-        _started[(id(dispatcher), args)] = time.perf_counter()
-        if enabled():
-            dtype = getattr(args[dtype_arg], "dtype", "?") if len(args) > dtype_arg else "?"
-            _say(start_message(what, str(dtype)))
+        dtype = getattr(args[dtype_arg], "dtype", "?") if len(args) > dtype_arg else "?"
+        piece = _started[(id(dispatcher), args)] = _Piece(what, str(dtype))
+        piece.begin()
 
     def on_end(self, event):
         data = event.data or {}
         dispatcher = data.get("dispatcher")
         args = tuple(data.get("args") or ())
-        start = _started.pop((id(dispatcher), args), None)
-        # a failed compile adds no overload; numba's own error then tells the story
-        if start is None or args not in dispatcher.overloads:
-            return
-        seconds = time.perf_counter() - start
-        _compiled_seconds[0] += seconds
-        if enabled():
-            _say(end_message(seconds, caches_on_disk(dispatcher)))
+        piece = _started.pop((id(dispatcher), args), None)
+        if piece is not None:
+            # a failed compile adds no overload; numba's own error then tells the story
+            if args in dispatcher.overloads:
+                piece.finish(caches_on_disk(dispatcher))
+            else:
+                piece._done.set()
 
 
 numba_event.register("numba:compile", _Listener())

@@ -15,21 +15,31 @@ the kernels made it slower: numba's cost is mostly per compiled function, plus p
 (the measurements: docs/performance.md, "Measurements behind the code").
 
 The replay knows op families, not ops: it sends each opcode to its core family's dispatcher
-(``nnjit/ops/``: dense, elementwise, activations, dropout, losses) and any other opcode to the
-extension chain, empty in this base build; :func:`build_for` makes the build of a program that
-uses other families (graph ops, user ops).
+(``nnjit/ops/``: dense, elementwise, activations, dropout, losses, inlined) and any other opcode
+to the family of the run's dispatch table that holds it (:mod:`nnjit.engine.dispatch`: conv,
+pooling, normalization, embedding, joining, graph and user families, each compiled and cached on
+its own). So this loop compiles once per dtype, whichever families a model mixes.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
-
 import numpy as np
+from numba import types
 
 from nnjit.engine import status as st
-from nnjit.engine.batch_loading import load_augmented_rows, load_rows, take_given_order
+from nnjit.engine.batch_loading import take_given_order
+from nnjit.engine.dispatch import (
+    T_BACKWARD,
+    T_FIRST,
+    T_FORWARD,
+    T_LOADER,
+    T_SHARD_ROWS,
+    T_STOP,
+    T_SYNC_EPOCH,
+    T_SYNC_GRADIENTS,
+)
 from nnjit.engine.epoch_rule import end_epoch, restore_best
+from nnjit.engine.native_call import caller
 from nnjit.engine.fields import (
     C_ACCUM_STEPS,
     C_BATCH,
@@ -80,11 +90,10 @@ from nnjit.kernels import gradients as gk
 from nnjit.kernels import loss as kl
 from nnjit.kernels import optim as ko
 from nnjit.kernels import rng as kr
-from nnjit.kernels._jit import jit, renamed_copy
+from nnjit.kernels._jit import jit
 from nnjit.kernels.clock import monotonic_ns
 from nnjit.kernels.views import borrow
 from nnjit.ops import activations, dense, dropout, elementwise, losses, python_op
-from nnjit.ops.family import OpFamily
 from nnjit.tape.arena import S_OFFSET
 from nnjit.tape.records import R_OPCODE, R_OUT
 from nnjit.tape.slot_views import slot_flat as _flat
@@ -99,12 +108,9 @@ CORE_FAMILIES = tuple(m.FAMILY for m in (dense, elementwise, activations, dropou
 # -- family dispatch -----------------------------------------------------------------------------
 # replay sends an opcode below the last core block to the core family whose block starts at or
 # below it (each family's dispatcher refuses the opcodes it does not handle), and any other to
-# the extension chain, which handles nothing in the base build. build_for swaps in a chain of
-# links, one per extra family: a link sends an opcode of its family's block to the family's
-# dispatcher and any other to the next link (renamed copies of the link template with its
-# globals swapped; numba reads global ints as compile-time constants: one range test per link).
-# Core families are inlined straight into replay: every further level of inlining costs numba a
-# copy of the inlined IR, measurable in the MLP's cold compile.
+# the table's family whose block holds it (nnjit.engine.dispatch: compiled and cached apart, one
+# entry per family, called through a function pointer). Core families are inlined straight into
+# replay: an MLP's ops pay no indirect call.
 _EW_FIRST = elementwise.FAMILY.block.start
 _ACT_FIRST = activations.FAMILY.block.start
 _DROPOUT_FIRST = dropout.FAMILY.block.start
@@ -118,61 +124,28 @@ _dropout_forward, _dropout_backward = dropout.FAMILY.forward, dropout.FAMILY.bac
 _loss_forward, _loss_backward = losses.FAMILY.forward, losses.FAMILY.backward
 
 
+_call_bool = caller(types.boolean)
+_call_int = caller(types.int64)
+_call_int_pair = caller(types.UniTuple(types.int64, 2))
+_call_int_bool = caller(types.Tuple((types.int64, types.boolean)))
+
+
 @jit(inline="always")
-def _no_family_forward(op, i, ctx):
-    """The end of the chain: no family of this build handles ``op``."""
+def _table_family(op, i, ctx, table, column):
+    """The table's family for ``op`` runs its forward (``column`` T_FORWARD) or backward
+    (T_BACKWARD); False when no family of the table has ``op``."""
+    for k in range(1, table.shape[0]):
+        if table[k, T_FIRST] <= op < table[k, T_STOP]:
+            return _call_bool(table[k, column], table[k, column + 1], (np.int64(op), i, ctx))[1]
     return False
 
 
 @jit(inline="always")
-def _no_family_backward(op, i, ctx):
-    return False
-
-
-_extension_forward = _link_family_forward = _link_next_forward = _no_family_forward
-_extension_backward = _link_family_backward = _link_next_backward = _no_family_backward
-_LINK_FIRST = _LINK_END = 0
-
-
-@jit(inline="always")
-def _link_forward(op, i, ctx):
-    if _LINK_FIRST <= op < _LINK_END:
-        return _link_family_forward(op, i, ctx)
-    return _link_next_forward(op, i, ctx)
-
-
-@jit(inline="always")
-def _link_backward(op, i, ctx):
-    if _LINK_FIRST <= op < _LINK_END:
-        return _link_family_backward(op, i, ctx)
-    return _link_next_backward(op, i, ctx)
-
-
-def _copy(dispatcher, suffix: str, overrides: dict):
-    """A renamed copy of ``dispatcher`` with ``overrides`` as globals, compiled with the same
-    ``inline`` option (see :func:`nnjit.kernels._jit.renamed_copy`)."""
-    inline = {k: v for k, v in dispatcher.targetoptions.items() if k == "inline"}
-    return jit(renamed_copy(dispatcher, suffix, overrides), **inline)
-
-
-def _chain(families, suffix: str):
-    """(forward, backward) heads of the link chain over ``families``, in their order."""
-    forward, backward = _no_family_forward, _no_family_backward
-    for k in range(len(families) - 1, -1, -1):
-        fam = families[k]
-        block = {"_LINK_FIRST": fam.block.start, "_LINK_END": fam.block.stop}
-        forward = _copy(_link_forward, f"{suffix}_{k}", {
-            **block, "_link_family_forward": fam.forward, "_link_next_forward": forward})
-        backward = _copy(_link_backward, f"{suffix}_{k}", {
-            **block, "_link_family_backward": fam.backward, "_link_next_backward": backward})
-    return forward, backward
-
-
-@jit(inline="always")
-def replay(direction, start, stop, ctx):
+def replay(direction, start, stop, ctx, table):
     """Replay records forward over [start, stop) or backward over (stop, start].
 
-    ``ctx`` is the tuple every family dispatcher receives (:mod:`nnjit.ops.context`).
+    ``ctx`` is the tuple every family dispatcher receives (:mod:`nnjit.ops.context`); ``table``
+    the run's dispatch table (:mod:`nnjit.engine.dispatch`: the program's other families).
     Returns (status, index): ``YIELD_FORWARD``/``YIELD_BACKWARD`` with the record of a Python op
     that must run next, ``UNKNOWN_OPCODE`` with a record no family of this build handles, or
     ``DONE`` with the end of the range.
@@ -194,7 +167,7 @@ def replay(direction, start, stop, ctx):
             elif op < _LOSS_END:
                 handled = _loss_forward(op, i, ctx)
             else:
-                handled = _extension_forward(op, i, ctx)
+                handled = _table_family(op, i, ctx, table, T_FORWARD)
             if not handled:
                 return st.UNKNOWN_OPCODE, i
     else:
@@ -213,34 +186,10 @@ def replay(direction, start, stop, ctx):
             elif op < _LOSS_END:
                 handled = _loss_backward(op, i, ctx)
             else:
-                handled = _extension_backward(op, i, ctx)
+                handled = _table_family(op, i, ctx, table, T_BACKWARD)
             if not handled:
                 return st.UNKNOWN_OPCODE, i
     return st.DONE, stop
-
-
-_load_job = load_rows  # the job loader: a family's load_job in builds that include it
-
-
-# -- data-parallel hooks (MPI) -------------------------------------------------------------------
-# No-ops here; the MPI build (build_for(..., mpi=True)) swaps in nnjit.distributed.mpi_step's,
-# which shard each global batch and average the gradients with one Allreduce per step.
-@jit(inline="always")
-def _shard_rows(task, start, rows, layout):
-    """This process's (start, rows) of a training batch: all of it outside the MPI build."""
-    return start, rows
-
-
-@jit(inline="always")
-def _sync_gradients(pgrads, stats, rows, global_rows, layout):
-    """(rows the step's penalty counts, the global batch diverged): (rows, False) here."""
-    return rows, False
-
-
-@jit(inline="always")
-def _sync_epoch(state, layout):
-    """Sum the epoch's training loss counters over the ranks (nothing here)."""
-    return 0
 
 
 @jit
@@ -256,9 +205,13 @@ def _first_nonfinite_op(stop, rows, records, slots, values):
 @jit
 def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Yv, perm, cfg,
             opt_hyper, opt_state, reg_spans, lr_table, plateau, accum, state, best, history,
-            batch_log, out, gdata):
+            batch_log, out, gdata, table):
     """Run (or resume) ``task`` on a program. Returns (status, record index).
 
+    ``table`` (:func:`nnjit.engine.dispatch.table`) holds the addresses of the compiled
+    functions this run calls: the program's op families beyond the core, the job loader and the
+    data-parallel hooks. It is an int64 array whichever they are: this loop compiles once per
+    dtype.
     FIT trains on (X, Y) and validates on (Xv, Yv) every epoch; EVALUATE adds loss sums of (X, Y)
     to the state's validation counters; PREDICT writes the output slot for every row of X into
     ``out``; GRADIENT runs forward and backward on all rows of (X, Y) as one batch.
@@ -337,15 +290,22 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             if is_train:
                 start = job * batch
                 rows = min(batch, n - start)
-                start, rows = _shard_rows(task, start, rows, layout)  # (MPI: this rank's part)
+                called, (start, rows) = _call_int_pair(  # (MPI: this rank's part)
+                    table[0, T_SHARD_ROWS], table[0, T_SHARD_ROWS + 1],
+                    (task, start, rows, layout))
+                if not called:
+                    return st.BAD_TABLE, T_SHARD_ROWS
                 src_x, src_y = X, Y
             else:
                 start = (job - n_train_jobs) * val_batch
                 rows = min(val_batch, n_val - start)
                 src_x, src_y = Xv, Yv
             use_perm = task == TASK_FIT and is_train
-            rows = _load_job(src_x, src_y, perm, use_perm, start, rows, task != TASK_PREDICT,
-                             values, slots, layout, gdata, rng)
+            called, rows = _call_int(table[0, T_LOADER], table[0, T_LOADER + 1],
+                                     (src_x, src_y, perm, use_perm, start, rows,
+                                      task != TASK_PREDICT, values, slots, layout, gdata, rng))
+            if not called:
+                return st.BAD_TABLE, T_LOADER
             state[ST_ROWS] = rows
             stats[0] = 0.0
             stats[1] = 0.0
@@ -361,7 +321,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             stop = -1
         ctx = (is_train, rows, records, slots, hyper, values, grads, rng, scratch, gdata, stats,
                dense_mode, bad_input)
-        status, where = replay(direction, int(state[ST_CURSOR]), stop, ctx)
+        status, where = replay(direction, int(state[ST_CURSOR]), stop, ctx, table)
         if status != st.DONE:
             state[ST_CURSOR] = where
             return status, where
@@ -385,9 +345,12 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                 for j in range(o.shape[1]):
                     out[base + r, j] = o[r, j]
         elif is_train:
-            # (MPI build: the gradients become the global batch's; the penalty counts its rows)
-            step_rows, diverged = _sync_gradients(pgrads, stats, rows,
-                                                  min(batch, n - job * batch), layout)
+            # (MPI: the gradients become the global batch's; the penalty counts its rows)
+            called, (step_rows, diverged) = _call_int_bool(
+                table[0, T_SYNC_GRADIENTS], table[0, T_SYNC_GRADIENTS + 1],
+                (pgrads, stats, rows, min(batch, n - job * batch), layout))
+            if not called:
+                return st.BAD_TABLE, T_SYNC_GRADIENTS
             if diverged or not np.isfinite(stats[0]):
                 state[ST_JOB] = -1
                 restore_best(cfg, state, params, best)
@@ -446,74 +409,11 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             state[ST_JOB] = -1
             if task != TASK_FIT:
                 return st.DONE, -1
-            _sync_epoch(state, layout)  # (MPI build: the global batches' loss sums)
+            # (MPI: the global batches' loss sums)
+            if not _call_int(table[0, T_SYNC_EPOCH], table[0, T_SYNC_EPOCH + 1],
+                             (state, layout))[0]:
+                return st.BAD_TABLE, T_SYNC_EPOCH
             end_epoch(cfg, state, history, params, best, plateau, n_val)
             epochs_this_call += 1
             if cfg[C_CHUNK] > 0 and epochs_this_call >= cfg[C_CHUNK]:
                 return st.PAUSED, -1  # also after the last epoch, before the best is restored
-
-
-# -- builds with more families -------------------------------------------------------------------
-def build_for(families, augment: bool = False, mpi: bool = False):
-    """The compiled loop for programs whose records use ``families`` (any iterable of
-    :class:`~nnjit.ops.OpFamily`): :func:`execute` itself when they are all core, else
-    ``execute`` again, from the same source, with a family chain over the core families and the
-    others (in opcode order), and the job loader of the family that has one.
-
-    Every other build is made of renamed copies of ``execute``, ``replay`` and the chain links,
-    named after each extra family's name, opcode block and
-    :meth:`~nnjit.ops.OpFamily.source_digest` (numba caches machine code by function name and
-    file, so another family set, or an edited kernel file, must mean another name). Built once
-    per process per family set; compiled on first call, or loaded from numba's cache.
-
-    ``augment``: the build for fits that augment their training batches (the job loader
-    :func:`~nnjit.engine.batch_loading.load_augmented_rows`), kept out of the others so an MLP
-    does not compile the augmentation kernels.
-
-    ``mpi``: the build for data-parallel fits over MPI (:mod:`nnjit.distributed`): every
-    training batch sharded over the ranks, one Allreduce of the gradients per step, from
-    inside this compiled loop. Its own build, so no single-process fit compiles MPI code.
-    """
-    extra = []
-    for fam in families:
-        if not isinstance(fam, OpFamily):
-            raise TypeError(f"build_for: expected OpFamily objects, got {type(fam).__name__}")
-        if not fam.core and fam not in extra:
-            extra.append(fam)
-    if not extra and not augment and not mpi:
-        return execute
-    if augment and mpi:
-        raise ValueError("build_for: augmentation and MPI have no build together")
-    return _build(tuple(sorted(extra, key=lambda f: f.block.start)), augment, mpi)
-
-
-def build_suffix(families) -> str:
-    """The name suffix of the build over ``families`` (extra families, in opcode order)."""
-    digest = hashlib.sha256("".join(f.source_digest() for f in families).encode()).hexdigest()
-    return "_".join(f"{f.name}{f.block.start}" for f in families) + "_" + digest[:16]
-
-
-@functools.cache
-def _build(families, augment=False, mpi=False):
-    loaders = [f for f in families if f.load_job is not None]
-    if len(loaders) > 1 or (loaders and augment):
-        raise ValueError("one program uses op families that each load jobs their own way ("
-                         + ", ".join(f.name for f in loaders) + (", augmentation" if augment
-                                                                  else "") + "): at most one may")
-    suffix = build_suffix(families) if families else "core"
-    if augment:
-        suffix += "_augment"
-        loader = load_augmented_rows
-    else:
-        loader = loaders[0].load_job if loaders else load_rows
-    hooks = {}
-    if mpi:
-        from nnjit.distributed import mpi_step  # (imports mpi4py)
-
-        suffix += "_" + mpi_step.build_suffix()
-        hooks = {"_shard_rows": mpi_step.shard_rows, "_sync_gradients": mpi_step.sync_gradients,
-                 "_sync_epoch": mpi_step.sync_epoch}
-    forward, backward = _chain(families, suffix)
-    replay_x = _copy(replay, suffix, {"_extension_forward": forward,
-                                      "_extension_backward": backward})
-    return _copy(execute, suffix, {"replay": replay_x, "_load_job": loader, **hooks})

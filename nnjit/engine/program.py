@@ -8,7 +8,7 @@ import numpy as np
 
 from nnjit.data.inputs import InputSpec
 from nnjit.dtypes import integer_dtype
-from nnjit.engine import compile_notice, fields
+from nnjit.engine import compile_notice, dispatch, fields
 from nnjit.engine import interpreter as it
 from nnjit.engine import status as st
 from nnjit.graph.graph_data import G_INPUT_LOADED, G_NEED_LOOPS, G_WEIGHTS_READY, no_graph
@@ -33,16 +33,6 @@ if _LAYOUT_ORDER != tuple(range(fields.LAYOUT_HEAD)):
 
 _VALUES_ARG = 4  # position of ``values`` (the arena, whose dtype names the build) in execute
 compile_notice.watch(it.execute, "the training loop", _VALUES_ARG)
-
-
-def build_name(families) -> str:
-    """How the compile notice names the build for ``families``."""
-    extra = [f.name for f in families if not f.core]
-    if not extra:
-        return "the training loop"
-    if extra == ["graph"]:
-        return "the graph training loop"
-    return f"the training loop with the {', '.join(extra)} ops"
 
 
 class ArenaTooLarge(MemoryError):
@@ -178,12 +168,10 @@ class Program:
         if has_graph_ops:  # sampled batches build the self-loop CSR only when it is read
             self.gdata[G_WEIGHTS_READY] = 0  # a new arena: edge weights not computed yet
             self.gdata[G_NEED_LOOPS] = need_loops
-        # the build that compiles exactly the families the records use (it.execute: the core)
+        # the families the records use: the core ones are inlined in the compiled loop, the
+        # others are entries of its dispatch table (nnjit.engine.dispatch)
         self.families = tuple(dict.fromkeys(registry.family_of(op) for op in sorted(codes)))
-        self._execute = it.build_for(self.families)  # (compiled on first call)
-        if self._execute is not it.execute:
-            compile_notice.watch(self._execute, build_name(self.families), _VALUES_ARG)
-        self._variant_builds = {}  # build_for option ("augment", "mpi") -> build, on demand
+        self._tables = {}  # (augment, mpi, data types) -> dispatch table, made on demand
         self._write_constants()
         tape.program = self
 
@@ -217,7 +205,7 @@ class Program:
         template.__dict__.update(self.__dict__)
         template.__dict__.update(values=None, grads=None, rng=None, gdata=None,
                                  layout=self.layout.copy(), hyper=self.hyper.copy(),
-                                 _variant_builds={})
+                                 _tables={})
         template._arena_sizes = (self.values.size, self.grads.size)
         # Its own copy of the tape, frozen by the template: the traced tape points back to this
         # program, whose arena the cache must not keep alive.
@@ -241,7 +229,7 @@ class Program:
         # and the slot table (graph batches write the slot table: graph programs are not reused).
         program.layout, program.hyper = self.layout.copy(), self.hyper.copy()
         program.rng = seed_state(seed)
-        program._variant_builds = {}  # (its own: the template's dict is shared by every instance)
+        program._tables = {}  # (its own: the template's dict is shared by every instance)
         program.gdata = no_graph()
         program.current_rows = self.max_batch
         if self.tape.constants:
@@ -289,37 +277,45 @@ class Program:
 
     # -- running -------------------------------------------------------------------------------
     def _arguments(self, task, data, training, state, best, history, out, batch_log) -> tuple:
-        """The compiled loop's arguments, in ``execute``'s order."""
+        """The compiled loop's arguments, in ``execute``'s order, its dispatch table last."""
+        X, Y, Xv, Yv, perm = data
+        # The loader's signature names X's type: the validation arrays must have the same (a
+        # read-only view of a writable array is free, and makes them match).
+        Xv, Yv = _same_kind(Xv, X), _same_kind(Yv, Y)
+        X, Y = _same_kind(X, Xv), _same_kind(Y, Yv)
+        for a, b, name in ((X, Xv, "X"), (Y, Yv, "Y")):
+            if a.dtype != b.dtype or a.ndim != b.ndim or not (a.flags.c_contiguous
+                                                              and b.flags.c_contiguous):
+                raise TypeError(f"the compiled loop's {name} and validation {name} must be "
+                                f"C-contiguous arrays of one dtype and rank, got {a.dtype} "
+                                f"{a.ndim}-D and {b.dtype} {b.ndim}-D")
         return (task, self.records, self.slots, self.hyper, self.values, self.grads, self.rng,
-                self.layout, *data, *training, state, best, history,
-                _NO_BATCH_LOG if batch_log is None else batch_log, out, self.gdata)
+                self.layout, X, Y, Xv, Yv, perm, *training, state, best, history,
+                _NO_BATCH_LOG if batch_log is None else batch_log, out, self.gdata,
+                self._table(X, Y, perm))
+
+    def _table(self, X, Y, perm) -> np.ndarray:
+        """The dispatch table of the next run: this program's families, its job loader (the
+        augmenting one while the layout vector asks for augmented training batches,
+        ``L_AUG_SLOT``) and the MPI hooks during a data-parallel fit (``L_MPI_RANKS``); every
+        entry compiled (or loaded from numba's cache) when first needed."""
+        mpi = bool(self.layout[fields.L_MPI_RANKS] > 0)  # (nnjit.distributed refuses augmenting)
+        augment = not mpi and bool(self.layout[fields.L_AUG_SLOT] >= 0)
+        data_types = tuple(_numba_type(a) for a in (X, Y, perm))
+        key = (augment, mpi, data_types)
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = dispatch.table(self.families, self.dtype, data_types,
+                                                       augment=augment, mpi=mpi)
+        return table
 
     def prepare(self, task, data, training, state, best, history, out, batch_log=None) -> None:
-        """Compile (or load from the cache) the build that :meth:`run` with these arguments
-        needs, now: a caller starts its progress clock after this, not before the compile.
-        A first compile in the process prints one line on stderr (:mod:`.compile_notice`)."""
+        """Compile (or load from the cache) what :meth:`run` with these arguments needs, now: a
+        caller starts its progress clock after this, not before the compile. A first compile in
+        the process prints one line on stderr per compiled piece (:mod:`.compile_notice`)."""
         compile_notice.ensure_compiled(
-            self._build_for_layout(),
+            it.execute,
             self._arguments(task, data, training, state, best, history, out, batch_log))
-
-    def _build_for_layout(self):
-        """The build the next run needs: the program's, its MPI build during a data-parallel
-        fit (``L_MPI_RANKS``), or its augmentation build while the layout vector asks for
-        augmented training batches (``L_AUG_SLOT``)."""
-        if self.layout[fields.L_MPI_RANKS] > 0:  # (nnjit.distributed refuses augmentation)
-            return self._variant_build("mpi", " over MPI")
-        if self.layout[fields.L_AUG_SLOT] < 0:
-            return self._execute
-        return self._variant_build("augment", " with augmentation")
-
-    def _variant_build(self, option: str, suffix: str):
-        """The build of this program's families with :func:`it.build_for`'s ``option`` set,
-        made (and watched for its compile notice, named with ``suffix``) once per program."""
-        build = self._variant_builds.get(option)
-        if build is None:
-            build = self._variant_builds[option] = it.build_for(self.families, **{option: True})
-            compile_notice.watch(build, build_name(self.families) + suffix, _VALUES_ARG)
-        return build
 
     def run(self, task, data, training, state, best, history, out, on_pause=None,
             batch_log=None, call=None) -> int:
@@ -337,7 +333,7 @@ class Program:
         """
         self.gdata[G_INPUT_LOADED] = 0  # the caller's X may differ from the last call's
         args = self._arguments(task, data, training, state, best, history, out, batch_log)
-        execute = self._build_for_layout()
+        execute = it.execute
         while True:
             status, where = execute(*args) if call is None else call(execute, args)
             if status == st.YIELD_FORWARD or status == st.YIELD_BACKWARD:
@@ -368,3 +364,18 @@ class Program:
                     self.view(slot, grad=True)[...] = 0
             op.backward()
             state[fields.ST_CURSOR] = index - 1
+
+
+def _numba_type(array: np.ndarray):
+    from numba import typeof
+
+    return typeof(array)
+
+
+def _same_kind(a: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """``a``, as a read-only view when ``like`` is read-only and ``a`` is not (else ``a``)."""
+    if like.flags.writeable or not a.flags.writeable:
+        return a
+    view = a.view()
+    view.flags.writeable = False
+    return view

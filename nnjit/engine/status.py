@@ -14,6 +14,7 @@ NO_ROWS = 5  # the task has no rows to run (no job): Python's checks should have
 UNKNOWN_OPCODE = 6  # no dispatch branch of the build handles the returned record's opcode
 UNKNOWN_OPTIMIZER = 7  # the run configuration's optimizer kind (returned) has no update branch
 BAD_INPUT = 8  # the returned record's op found bad input data (an index out of range)
+BAD_TABLE = 9  # a dispatch table entry (returned: its column) has another signature than its call
 NONFINITE_TRAIN_LOSS = 10
 NONFINITE_VAL_LOSS = 11
 
@@ -106,6 +107,10 @@ def raise_for_status(status: int, op_index: int, epoch: int, program, restored: 
         raise RuntimeError(f"the run configuration names optimizer kind {op_index}, which the "
                            "compiled loop does not know (nnjit.kernels.optim.optimizer_step has "
                            "no branch for it): the run stopped before that update")
+    if status == BAD_TABLE:
+        raise RuntimeError(f"the compiled loop's dispatch table entry in column {op_index} was "
+                           "compiled for other argument types than the loop passes "
+                           "(nnjit.engine.dispatch): nothing was called")
     if status == BAD_INPUT:
         raise BadInputError(_bad_input_message(op_index, program))
     if status == NO_ROWS:

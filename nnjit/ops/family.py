@@ -6,7 +6,7 @@ direction, ``forward(op, i, ctx) -> bool`` and ``backward(op, i, ctx) -> bool`` 
 per opcode and a final ``return False`` (the compiled loop stops with UNKNOWN_OPCODE on False).
 The interpreter replays families, not ops: the core families are inlined in the base build, every
 other family is compiled into a build of its own only when a traced program uses it
-(:func:`nnjit.engine.interpreter.build_for`).
+(an entry of the dispatch table, :mod:`nnjit.engine.dispatch`).
 """
 
 from __future__ import annotations

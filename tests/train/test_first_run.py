@@ -110,7 +110,8 @@ def test_the_progress_clock_starts_after_the_compile(cold):
     kinds = [kind for kind, _ in events]
     assert kinds == ["compiled", "bar", "bar"], events  # compiled once, before both bars
     assert events[0][1] <= events[1][1]
-    compile_seconds = float(DONE.match(out.stderr.splitlines()[1]).group(1))
+    compile_seconds = next(float(m.group(1)) for m in map(DONE.match, out.stderr.splitlines())
+                           if m)
     # the first fit's last line reports its 3 epochs' own time, not the compile's
     first_fit = [PROGRESS.match(line) for line in out.stderr.splitlines() if PROGRESS.match(line)]
     last = next(m for m in first_fit if m.group(1) == "3")
@@ -151,33 +152,59 @@ def test_the_notice_follows_numba_compiles_of_a_watched_function(capsys, monkeyp
     other(np.ones(3, np.float32))  # not watched
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2, err
-    # (a build the table does not name is estimated as one with extra families)
-    assert err[0] == "nnjit: compiling a test function for float32 (first run only, about 22 s)"
+    # (a piece the table does not name is estimated as a small family)
+    assert err[0] == ("nnjit: compiling a test function for float32 (first run only, about "
+                      f"{compile_notice.OTHER_PIECE_SECONDS} s; `nnjit warmup` does this ahead of "
+                      "time)")
     assert re.match(r"^nnjit: compiled in \d+\.\d s \(not cached\)$", err[1]), err  # cache=False
     monkeypatch.setenv("NNJIT_COMPILE_NOTICE", "0")
     tiny(np.ones(3, np.float64))  # a new overload, compiled silently
     assert capsys.readouterr().err == ""
 
 
-def test_the_notice_states_each_build_s_measured_compile_time():
-    """The base build says the MLP build's time; the graph build and a build with a user's
-    family the graph build's (measured 18-31 s; they compile the core plus their families)."""
-    from nnjit.engine.program import build_name
+def test_the_notice_states_each_piece_s_measured_compile_time():
+    """The training loop and each built-in family say their measured time; a user's family
+    the small families' (docs/performance.md, the cold-start table)."""
+    from nnjit.engine.dispatch import family_entry
     from nnjit.ops.opcodes import BUILTIN_FAMILIES
 
-    core = [f for f in BUILTIN_FAMILIES if f.core]
-    graph = [f for f in BUILTIN_FAMILIES if f.name == "graph"]
-    user = [types.SimpleNamespace(name="silu", core=False)]
     say = compile_notice.start_message
-    assert say(build_name(core), "float32") == (
-        "nnjit: compiling the training loop for float32 (first run only, about 17 s; "
-        "`nnjit warmup` does this ahead of time)")
-    assert say(build_name(core + graph), "float64") == (
-        "nnjit: compiling the graph training loop for float64 (first run only, about 22 s; "
-        "`nnjit warmup --graph` does this ahead of time)")
-    assert say(build_name(core + user), "float32") == (
-        "nnjit: compiling the training loop with the silu ops for float32 (first run only, "
-        "about 22 s)")
+    assert say("the training loop", "float32") == (
+        f"nnjit: compiling the training loop for float32 (first run only, about "
+        f"{compile_notice.ESTIMATED_SECONDS['the training loop']} s; `nnjit warmup` does this "
+        "ahead of time)")
+    for family in BUILTIN_FAMILIES:
+        if not family.core:  # every family of the table has its own measured estimate
+            what = family_entry(family).what
+            assert what in compile_notice.ESTIMATED_SECONDS, what
+            assert f"about {compile_notice.ESTIMATED_SECONDS[what]} s" in say(what, "float64")
+    assert f"about {compile_notice.OTHER_PIECE_SECONDS} s" in say("the silu family", "float32")
+
+
+def test_a_long_compile_says_it_still_compiles(capsys, monkeypatch):
+    """A terminal is never silent for long: every TICK_SECONDS a line says what still compiles
+    (a piece expected to be quick says what it is first)."""
+    import time
+
+    @numba.njit(cache=False)
+    def slow(values):
+        return values.sum()
+
+    begin = compile_notice._Piece.begin
+
+    def begin_then_take_a_while(self):  # (a compile long enough for a few ticks)
+        begin(self)
+        time.sleep(0.3)
+
+    monkeypatch.setattr(compile_notice, "TICK_SECONDS", 0.05)
+    monkeypatch.setattr(compile_notice._Piece, "begin", begin_then_take_a_while)
+    compile_notice.watch(slow, "the batch loader", 0)  # a quiet piece (estimated 1 s)
+    slow(np.ones(3, np.float32))
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("nnjit: compiling the batch loader for float32"), err
+    assert any(re.match(r"^nnjit: still compiling the batch loader, \d+ s$", line)
+               for line in err), err
+    assert err[-1].startswith("nnjit: compiled in"), err
 
 
 def test_a_quiet_fit_without_callbacks_stays_one_plain_call(monkeypatch):
