@@ -80,7 +80,7 @@ def cmd_train(args) -> int:
     talks = distributed is None or distributed.is_root  # (MPI: rank 0 alone prints)
     callbacks = []
     if not args.quiet and talks:
-        from nnjit.train.builtin_callbacks import ProgressBar
+        from nnjit.train.progress import ProgressBar
 
         callbacks.append(ProgressBar())
     resume = Checkpoints.get(args.resume) if args.resume else None

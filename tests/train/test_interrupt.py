@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import nnjit as nn
-from nnjit.train.builtin_callbacks import ProgressBar
+from nnjit.train.progress import ProgressBar
 from nnjit.train.trainer import Trainer
 
 
