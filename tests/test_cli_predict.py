@@ -18,7 +18,7 @@ from nnjit.experiment import (
     RunConfig,
     TrainConfig,
 )
-from nnjit.experiment.runs import Run
+from nnjit.experiment.run_folder import Run
 from tests.test_cli import _one_line_error, nnjit_command
 
 

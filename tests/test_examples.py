@@ -51,7 +51,7 @@ def test_cora_gnn(tmp_path):
 def nnjit_train(config, cwd):
     """``nnjit train examples/CONFIG --quiet`` from a folder holding a copy of examples/ (as
     from the repository root); returns the run."""
-    from nnjit.experiment.runs import Run
+    from nnjit.experiment.run_folder import Run
 
     shutil.copytree(ROOT / "examples", cwd / "examples")
     command = shutil.which("nnjit", path=os.pathsep.join([str(pathlib.Path(sys.executable).parent),
@@ -181,7 +181,7 @@ def test_digits_cnn_config(tmp_path):
 def test_fashion_mnist_cnn_config_on_a_tiny_copy(tmp_path):
     """examples/fashion_mnist_cnn.yaml (LeNet-5) through the installed nnjit train, its data
     replaced by a tiny synthetic copy in the real layout (--data fashion_mnist:PATH)."""
-    from nnjit.experiment.runs import Run
+    from nnjit.experiment.run_folder import Run
 
     rng = np.random.default_rng(0)
     np.savez(tmp_path / "fm.npz", x_train=rng.integers(0, 256, (60, 784), dtype=np.uint8),

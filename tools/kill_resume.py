@@ -54,7 +54,8 @@ import sys
 from pathlib import Path
 from nnjit.cli.train import load_config
 from nnjit.experiment.data import load_run_data
-from nnjit.experiment.runs import RunFinishedError, train_run
+from nnjit.experiment.run_errors import RunFinishedError
+from nnjit.experiment.train_run import train_run
 
 config = load_config(sys.argv[1])
 root = Path(sys.argv[2])

@@ -23,7 +23,7 @@ def resolve_checkpoint(source: str, phase: str | None, root) -> tuple[str, str]:
     """``(path of the .nne file, how to name it)`` for a checkpoint path or a run id (its
     ``phase`` checkpoint; default best, else last)."""
     from nnjit.experiment import Checkpoints
-    from nnjit.experiment.runs import Run
+    from nnjit.experiment.run_folder import Run
 
     if source.endswith(".nne") or os.path.isfile(source):
         if phase is not None:

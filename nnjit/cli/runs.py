@@ -27,7 +27,7 @@ def warn(command: str, text: str) -> None:
 def load_run(run_id: str, root):
     """The run, or a CommandError naming it (an invalid id, no such run, an unreadable or
     invalid run.yaml, a symlink out of the runs root)."""
-    from nnjit.experiment.runs import Run
+    from nnjit.experiment.run_folder import Run
 
     try:
         return Run.load(run_id, root)
@@ -38,7 +38,7 @@ def load_run(run_id: str, root):
 
 
 def cmd_runs(args) -> int:
-    from nnjit.experiment.runs import Run
+    from nnjit.experiment.run_folder import Run
 
     if args.runs_command == "list":
         return list_runs(args.root)
@@ -76,7 +76,7 @@ def cmd_runs(args) -> int:
 def list_runs(root) -> int:
     """``nnjit runs list``: a line per run; a run that cannot be read is skipped with a warning
     line on stderr naming it (the others are still listed)."""
-    from nnjit.experiment.runs import Run
+    from nnjit.experiment.run_folder import Run
 
     runs, skipped = Run.scan(root)
     for error in skipped:
@@ -110,7 +110,8 @@ def _short(value) -> str:
 
 
 def cmd_report(args) -> int:
-    from nnjit.experiment.runs import RunFileError, write_report
+    from nnjit.experiment.report import write_report
+    from nnjit.experiment.run_errors import RunFileError
 
     run = load_run(args.id, args.root)
     try:

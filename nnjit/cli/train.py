@@ -66,7 +66,8 @@ def check_shapes(config, X, y, y_val, spec: str, path: str) -> None:
 def cmd_train(args) -> int:
     from nnjit.distributed import DistributedFitError
     from nnjit.experiment import Checkpoints
-    from nnjit.experiment.runs import RunError, train_run
+    from nnjit.experiment.run_errors import RunError
+    from nnjit.experiment.train_run import train_run
 
     config = load_config(args.config)
     spec = args.data or config.data
@@ -79,7 +80,7 @@ def cmd_train(args) -> int:
     talks = distributed is None or distributed.is_root  # (MPI: rank 0 alone prints)
     callbacks = []
     if not args.quiet and talks:
-        from nnjit.train.builtin_callbacks import ProgressBar
+        from nnjit.train.progress import ProgressBar
 
         callbacks.append(ProgressBar())
     resume = Checkpoints.get(args.resume) if args.resume else None
@@ -122,7 +123,7 @@ def _mpi_if_launched():
 
 def _run_error_line(error, args) -> str:
     """The CLI wording (its options, not train_run's arguments) of a RunError."""
-    from nnjit.experiment.runs import NoCheckpointError, RunExistsError, RunFinishedError
+    from nnjit.experiment.run_errors import NoCheckpointError, RunExistsError, RunFinishedError
 
     run = error.run
     if isinstance(error, RunExistsError):

@@ -1,7 +1,7 @@
 """Sweeps: many configurations, each trained as a normal run, on a thread pool or a Dask cluster.
 
 :func:`sweep` expands a grid of dotted config keys (:mod:`nnjit.experiment.grid`) or takes a
-list of :class:`RunConfig`\\ s, trains each one with :func:`~nnjit.experiment.runs.train_run`
+list of :class:`RunConfig`\\ s, trains each one with :func:`~nnjit.experiment.train_run.train_run`
 (its own run folder ``<root>/<config hash>`` with ``run.yaml``, ``idps.csv`` and checkpoints,
 exactly as ``nnjit train`` would write it) and returns a DataFrame: one row per configuration,
 one column per grid key, the best epoch's metrics, the run folder, the status and the error.
@@ -169,7 +169,7 @@ def _epochs_written(task: dict) -> int | None:
     """Epochs a failed run wrote to its ``idps.csv`` before it failed (None: no run folder)."""
     try:
         config = RunConfig.from_state(task["config"])
-        from nnjit.experiment.runs import Run
+        from nnjit.experiment.run_folder import Run
 
         run = Run(task["root"], config.config_hash(), config)
         return len(run.history()) if (run.path / "run.yaml").is_file() else None
@@ -180,7 +180,9 @@ def _epochs_written(task: dict) -> int | None:
 def _train(task: dict, arrays: SweepData | None) -> dict:
     from nnjit.experiment.data_fit import check_data_fits
     from nnjit.experiment.enums import Checkpoints
-    from nnjit.experiment.runs import Run, RunFinishedError, train_run
+    from nnjit.experiment.run_errors import RunFinishedError
+    from nnjit.experiment.run_folder import Run
+    from nnjit.experiment.train_run import train_run
     from nnjit.random import seeded
 
     config = RunConfig.from_state(task["config"])
@@ -239,7 +241,7 @@ def _describe(point: GridPoint) -> str:
 
 def _check_runs(points: list[GridPoint], data, root: Path, existing: str) -> None:
     """Everything that can be checked before any run starts (ValueError naming the config)."""
-    from nnjit.experiment.runs import Run
+    from nnjit.experiment.run_folder import Run
 
     if existing not in EXISTING:
         raise ValueError(f"sweep: existing must be one of {', '.join(map(repr, EXISTING))}, "

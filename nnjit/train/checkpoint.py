@@ -23,9 +23,9 @@ RNG = "rng"
 FIT = "fit"
 CALLBACKS = "callbacks"
 
-#: Metadata keys of a run's checkpoints (nnjit.experiment.runs): the RunConfig's ``state()``,
-#: so a checkpoint alone rebuilds its model, and the TabularEncoding's ``state()`` of a run
-#: trained on a CSV, so it alone encodes new rows. Both are untrusted when read back.
+#: Metadata keys of a run's checkpoints (nnjit.experiment.run_callback): the RunConfig's
+#: ``state()``, so a checkpoint alone rebuilds its model, and the TabularEncoding's ``state()`` of
+#: a run trained on a CSV, so it alone encodes new rows. Both are untrusted when read back.
 RUN_CONFIG = "run_config"
 ENCODING = "encoding"
 

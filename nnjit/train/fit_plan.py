@@ -111,7 +111,7 @@ class FitPlan:
                              f"not {type(loss).__name__}; use 'val_loss'")
         callbacks = list(callbacks or [])
         if callbacks and (verbose == 1 or verbose is True):
-            from nnjit.train.builtin_callbacks import ProgressBar
+            from nnjit.train.progress import ProgressBar
 
             callbacks.append(ProgressBar())  # a bar (terminal, notebook) or a line now and then
         callbacks = CallbackList(callbacks) if callbacks else _NO_CALLBACKS

@@ -602,7 +602,7 @@ class Trainer:
         this (main) thread draws the progress bar from the history rows already written and
         turns Ctrl-C into a stop request that the compiled loop honours after the current epoch.
         """
-        from nnjit.train.builtin_callbacks import ProgressBar
+        from nnjit.train.progress import ProgressBar
 
         verbose = plan.verbose
         bar = ProgressBar() if verbose == 1 or verbose is True else ProgressBar(verbose=0)

@@ -27,7 +27,10 @@ from nnjit.experiment import (
     TrainConfig,
 )
 from nnjit.experiment.data import load_run_data
-from nnjit.experiment.runs import IDPS_COLUMNS, REPORT_TSNE_ROWS, Run, train_run, write_report
+from nnjit.experiment.report import REPORT_TSNE_ROWS, write_report
+from nnjit.experiment.run_folder import Run
+from nnjit.experiment.run_history import IDPS_COLUMNS
+from nnjit.experiment.train_run import train_run
 from tests.helpers import plotly_figures
 
 REPO = Path(__file__).resolve().parents[2]

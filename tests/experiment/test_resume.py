@@ -20,7 +20,8 @@ from nnjit.experiment import (
     Schedulers,
     TrainConfig,
 )
-from nnjit.experiment.runs import IDPS_COLUMNS, train_run
+from nnjit.experiment.run_history import IDPS_COLUMNS
+from nnjit.experiment.train_run import train_run
 from nnjit.train.builtin_callbacks import EarlyStopping
 from nnjit.train.callbacks import Callback
 from nnjit.io.nne import load_nne, save_nne

@@ -13,7 +13,8 @@ import pytest
 
 from nnjit.cli import main
 from nnjit.experiment import ModelConfig, NetConfig, RunConfig, TrainConfig
-from nnjit.experiment.runs import Run, RunFileError
+from nnjit.experiment.run_errors import RunFileError
+from nnjit.experiment.run_folder import Run
 from tests.experiment.test_safe_yaml import billion_laughs
 from tests.test_cli import _one_line_error, nnjit_command
 

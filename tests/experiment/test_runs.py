@@ -18,17 +18,16 @@ from nnjit.experiment import (
     RunConfig,
     TrainConfig,
 )
-from nnjit.experiment.runs import (
-    IDPS_COLUMNS,
+from nnjit.experiment.run_callback import RunCallback
+from nnjit.experiment.run_errors import (
     NoCheckpointError,
-    Run,
-    RunCallback,
-    RunExistsError,
     ResumeFromStartWarning,
+    RunExistsError,
     RunFinishedError,
-    check_run_id,
-    train_run,
 )
+from nnjit.experiment.run_folder import Run, check_run_id
+from nnjit.experiment.run_history import IDPS_COLUMNS
+from nnjit.experiment.train_run import train_run
 from nnjit.io.atomic import atomic_replace, is_temp_file_of
 from nnjit.train.callbacks import Callback
 

@@ -25,7 +25,8 @@ from nnjit.experiment import (
 )
 from nnjit.experiment.data import load_run_data
 from nnjit.experiment.grid import expand_grid, grid_keys, parse_grid_entry
-from nnjit.experiment.runs import Run, train_run
+from nnjit.experiment.run_folder import Run
+from nnjit.experiment.train_run import train_run
 from nnjit.experiment.sweep import RunsExistError, import_distributed
 from tests.test_cli import REPO, nnjit_command
 

@@ -17,7 +17,9 @@ from nnjit.experiment import (
     Schedulers,
     TrainConfig,
 )
-from nnjit.experiment.runs import IDPS_COLUMNS, train_run, write_report
+from nnjit.experiment.report import write_report
+from nnjit.experiment.run_history import IDPS_COLUMNS
+from nnjit.experiment.train_run import train_run
 
 COLS = [c for c in IDPS_COLUMNS if c != "seconds"]
 
@@ -63,7 +65,7 @@ def test_nnjit_train_cora_full_batch(tmp_path):
     path = tmp_path / "gcn.yaml"
     path.write_text(yaml.safe_dump(config))
     assert main(["train", str(path), "--root", str(tmp_path / "runs"), "--quiet"]) == 0
-    from nnjit.experiment.runs import Run
+    from nnjit.experiment.run_folder import Run
 
     (run,) = Run.all(tmp_path / "runs")
     history = run.history()

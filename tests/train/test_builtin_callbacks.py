@@ -19,11 +19,11 @@ from nnjit.train.builtin_callbacks import (
     EarlyStopping,
     LRMonitor,
     ModelCheckpoint,
-    ProgressBar,
     TensorBoard,
     WandbLogger,
     resolve_mode,
 )
+from nnjit.train.progress import ProgressBar
 
 
 def _regression(n=64, seed=0):
@@ -166,7 +166,8 @@ def test_progress_bar(tmp_path):
 
 
 def test_optional_extras_not_imported_by_nnjit():
-    code = ("import sys, nnjit, nnjit.train.builtin_callbacks, nnjit.experiment.runs; "
+    code = ("import sys, nnjit, nnjit.train.builtin_callbacks, nnjit.train.progress, "
+            "nnjit.experiment.train_run, nnjit.experiment.report; "
             "bad = [m for m in ('tqdm', 'tensorboardX', 'wandb') if m in sys.modules]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -23,7 +23,7 @@ import pytest
 import nnjit as nn
 from nnjit.engine import compile_notice
 from nnjit.engine.program import Program
-from nnjit.train.builtin_callbacks import ProgressBar, _Lines
+from nnjit.train.progress import ProgressBar, _Lines
 
 pytestmark = pytest.mark.skipif(numba.config.DISABLE_JIT, reason="nothing compiles without JIT")
 
@@ -41,7 +41,7 @@ FIRST_SESSION = textwrap.dedent("""
     from numba.core import event
     import nnjit as nn
     from nnjit.engine import interpreter
-    from nnjit.train.builtin_callbacks import ProgressBar
+    from nnjit.train.progress import ProgressBar
     from nnjit.train.callbacks import Callback
 
     events = []

@@ -334,7 +334,7 @@ def test_graph_model_predicts_after_load_weights_without_fit(tmp_path):
 
 def test_run_checkpoint_outputs_match_the_trainer(tmp_path):
     from nnjit.experiment import Checkpoints, ModelConfig, NetConfig, RunConfig, TrainConfig
-    from nnjit.experiment.runs import train_run
+    from nnjit.experiment.train_run import train_run
 
     X, y = _iris()
     cfg = RunConfig(model=ModelConfig(net=NetConfig(in_dim=4, out_dim=3, hidden_dims=(8,))),

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import nnjit as nn
-from nnjit.train.builtin_callbacks import ProgressBar
+from nnjit.train.progress import ProgressBar
 from nnjit.train.trainer import Trainer
 
 
@@ -98,7 +98,7 @@ def test_ctrl_c_in_a_chunked_fit_keeps_the_run(tmp_path):
         RunConfig,
         TrainConfig,
     )
-    from nnjit.experiment.runs import train_run
+    from nnjit.experiment.train_run import train_run
 
     X, y, Xv, yv = _digits()
     cfg = RunConfig(model=ModelConfig(net=NetConfig(in_dim=64, out_dim=10, hidden_dims=(32,))),

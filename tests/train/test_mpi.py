@@ -97,7 +97,7 @@ def test_nnjit_train_under_mpirun_rank0_writes_the_run_and_resumes(tmp_path):
     """Rank 1 runs in another folder with the same relative ``--root``: it must write nothing
     there, fresh or resumed; the run rank 0 wrote resumes to the weights of one process."""
     from nnjit.experiment.data import load_run_data
-    from nnjit.experiment.runs import train_run
+    from nnjit.experiment.train_run import train_run
     from nnjit.io.nne import load_nne
     from nnjit.io.weights import params_group
 

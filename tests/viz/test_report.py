@@ -20,7 +20,9 @@ from nnjit.experiment import (
     TrainConfig,
 )
 from nnjit.experiment.data import load_run_data
-from nnjit.experiment.runs import REPORT_TSNE_ROWS, Run, train_run, write_report
+from nnjit.experiment.report import REPORT_TSNE_ROWS, write_report
+from nnjit.experiment.run_folder import Run
+from nnjit.experiment.train_run import train_run
 from nnjit.viz.metrics import confusion_counts
 from tests.helpers import plotly_figures
 
