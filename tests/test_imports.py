@@ -47,7 +47,7 @@ PACKAGE_ORDER = (
     "data",  # loaders, datasets, augmentation (which fills in the engine's layout fields)
     "nn",  # layers
     "losses", "regularizers", "optim", "schedulers",
-    "distributed",  # MPI: its build of the engine and the MPI class a Trainer takes
+    "distributed",  # MPI: its hooks of the engine's dispatch table and the MPI class a Trainer takes
     "train",  # Trainer, callbacks, checkpoints
     "export",  # safetensors and ONNX (checks forward as the Trainer does)
     "viz", "datasets",
@@ -58,9 +58,6 @@ PACKAGE_ORDER = (
 
 #: Imports (importer, imported) from a package above the importer's in PACKAGE_ORDER.
 UPWARD_ALLOWLIST: set[tuple[str, str]] = {
-    # the MPI build (build_for(mpi=True)) imports the hooks it compiles in, lazily (mpi4py);
-    # removed when distributed hands them to the engine (a registry, as nnjit.nn.providers)
-    ("nnjit.engine.interpreter", "nnjit.distributed.mpi_step"),
     # a Program keeps each input's InputSpec (row shape, integer or not); removed when InputSpec
     # moves below the engine
     ("nnjit.engine.program", "nnjit.data.inputs"),

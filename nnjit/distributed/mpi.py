@@ -31,6 +31,20 @@ def launched_by_mpi() -> bool:
     return any(name in os.environ for name in _MPI_ENV)
 
 
+def _provide_hooks() -> None:
+    """Hand the compiled loop its MPI hooks (the engine's dispatch table), named by their
+    handle width and source digest."""
+    import hashlib
+    import inspect
+
+    from nnjit.distributed import mpi_step
+    from nnjit.engine.dispatch import provide_mpi_hooks
+
+    digest = hashlib.sha256(inspect.getsource(mpi_step).encode()).hexdigest()[:16]
+    provide_mpi_hooks(mpi_step.shard_rows, mpi_step.sync_gradients, mpi_step.sync_epoch,
+                      f"{mpi_step.HANDLE_BYTES}_{digest}")
+
+
 def _import_mpi():
     try:
         from mpi4py import MPI as mpi
@@ -97,6 +111,7 @@ class MPI:
         self.rank, self.size = self.comm.Get_rank(), self.comm.Get_size()
         self.allreduce_seconds = 0.0
         _load_library()
+        _provide_hooks()
 
     @property
     def is_root(self) -> bool:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
 
 import numpy as np
 from numba import types
@@ -223,13 +222,22 @@ _ONE_PROCESS = _hook_entries("one", _one_process_shard_rows, _one_process_sync_g
                              _one_process_sync_epoch, "the training loop's hooks")
 
 
-@functools.cache
-def _mpi_hooks():
-    from nnjit.distributed import mpi_step  # (imports mpi4py)
+_MPI_HOOKS: list = []  # the MPI hooks' entries, once nnjit.distributed provides them
 
-    suffix = f"mpi{mpi_step.HANDLE_BYTES}_{_digest(inspect.getsource(mpi_step))}"
-    return _hook_entries(suffix, mpi_step.shard_rows, mpi_step.sync_gradients,
-                         mpi_step.sync_epoch, "the MPI hooks")
+
+def provide_mpi_hooks(shard_rows, sync_gradients, sync_epoch, version: str) -> None:
+    """Make the MPI hooks (:mod:`nnjit.distributed.mpi_step`, which imports mpi4py) entries of
+    the table: called by :class:`nnjit.distributed.MPI` (the engine imports nothing above it).
+    ``version`` names their build (numba does not see edits of another file)."""
+    if not _MPI_HOOKS:
+        _MPI_HOOKS.extend(_hook_entries(f"mpi_{version}", shard_rows, sync_gradients,
+                                        sync_epoch, "the MPI hooks"))
+
+
+def _mpi_hooks():
+    if not _MPI_HOOKS:
+        raise RuntimeError("a data-parallel run needs the MPI hooks: make an nnjit.MPI() first")
+    return tuple(_MPI_HOOKS)
 
 
 def table(families, dtype, data_types, *, augment: bool = False, mpi: bool = False

@@ -4,9 +4,9 @@ A family is one module holding a group of ops: their :class:`~nnjit.ops.OpSpec` 
 (or imports of them from ``nnjit/kernels/``), the recorders, and one compiled dispatcher per
 direction, ``forward(op, i, ctx) -> bool`` and ``backward(op, i, ctx) -> bool`` with one branch
 per opcode and a final ``return False`` (the compiled loop stops with UNKNOWN_OPCODE on False).
-The interpreter replays families, not ops: the core families are inlined in the base build, every
-other family is compiled into a build of its own only when a traced program uses it
-(an entry of the dispatch table, :mod:`nnjit.engine.dispatch`).
+The interpreter replays families, not ops: the core families are inlined in it, every other
+family is compiled on its own, once per dtype, the first time a traced program uses it (an entry
+of the dispatch table, :mod:`nnjit.engine.dispatch`), whatever families it is mixed with.
 """
 
 from __future__ import annotations
