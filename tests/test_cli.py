@@ -302,6 +302,11 @@ def test_demo_cora_trains_a_gcn(capsys):
     assert 0 < training <= wall and abs(wall - training - compiling - start_up) < 0.02
 
 
-def test_warmup_graph_compiles_the_graph_build(capsys):
-    assert main(["warmup", "--graph"]) == 0
-    assert capsys.readouterr().out.count("ready in") == 2
+def test_warmup_both_dtypes_and_the_old_graph_flag(capsys):
+    """``--all`` prepares float32 and float64; ``--graph`` (from when the graph ops were a build
+    of their own) is still accepted: every family is one of the pieces now."""
+    assert main(["warmup", "--all", "--graph"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^float32: \d+ pieces ready in", out, re.M), out
+    assert re.search(r"^float64: \d+ pieces ready in", out, re.M), out
+    assert "float64: the conv family: " in out

@@ -51,9 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     p_demo.add_argument("--dataset", choices=sorted(DEMO_SETTINGS) + ["cora"], default="digits")
     p_demo.add_argument("--epochs", type=int, default=None, help="default 100 (cora: 200)")
     p_demo.add_argument("--seed", type=int, default=42)
-    p_warm = sub.add_parser("warmup", help="compile the interpreter once (float32 and float64)")
-    p_warm.add_argument("--graph", action="store_true",
-                        help="also compile the graph build (GNN layers, neighbour sampling)")
+    p_warm = sub.add_parser("warmup", help="compile the training loop and every built-in op "
+                            "family ahead of time (float32; --dtype float64, --all for both)")
+    p_warm.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    p_warm.add_argument("--all", action="store_true", help="both dtypes")
+    # (every family is compiled now; the graph build that --graph added is one of them)
+    p_warm.add_argument("--graph", action="store_true", help=argparse.SUPPRESS)
     p_train = sub.add_parser("train", help="train a run from a RunConfig YAML file")
     p_train.add_argument("config", help="RunConfig YAML file")
     p_train.add_argument("--data", help="built-in data set name (iris, digits, "
@@ -153,9 +156,9 @@ def _dispatch(args) -> int:
             demo(args.dataset, args.epochs or 100, args.seed)
         return 0
     if args.command == "warmup":
-        from nnjit.cli.demo import warmup
+        from nnjit.cli.warmup import warmup
 
-        warmup(args.graph)
+        warmup(("float32", "float64") if args.all else (args.dtype,))
         return 0
     if args.command == "train":
         from nnjit.cli.train import cmd_train

@@ -1,5 +1,5 @@
-"""``nnjit demo`` (an MLP or, on Cora, a GCN on bundled data) and ``nnjit warmup`` (compile the
-interpreter ahead of time)."""
+"""``nnjit demo``: an MLP (or, on Cora, a GCN) on bundled data, with its accuracy and where the
+time went."""
 
 from __future__ import annotations
 
@@ -92,55 +92,3 @@ def demo_graph(epochs: int, seed: int) -> float:
     print(f"test accuracy {accuracy:.4f}")
     print(timing_line(history, seconds, compiled))
     return accuracy
-
-
-def warmup(graph: bool = False) -> None:
-    """Compile (or load from cache) the interpreter for float32 and float64; with ``graph``
-    also its graph build (full batch, sparse features and neighbour sampling)."""
-    import numpy as np
-
-    from nnjit.data.loader import DataLoader
-    from nnjit.engine.compile_notice import no_warmup_hint
-    from nnjit.nn import Linear, Sequential
-    from nnjit.train.trainer import Trainer
-
-    with no_warmup_hint():
-        for dtype in (np.float32, np.float64):
-            start = time.perf_counter()
-            X = np.random.default_rng(0).normal(size=(8, 2))
-            y = np.arange(8) % 2
-            trainer = Trainer(Sequential(Linear(2, 2)), dtype=dtype, seed=0)
-            trainer.fit(DataLoader(X, y, batch_size=4), epochs=1, val=(X, y), verbose=False)
-            trainer.predict_proba(X)
-            if graph:
-                _warm_graph_build(X, y, dtype)
-            print(f"{np.dtype(dtype).name}: ready in {time.perf_counter() - start:.2f} s")
-
-
-def _warm_graph_build(X, y, dtype) -> None:
-    """One tiny fit through every graph op: GCN on sparse features, GAT, SAGE max, sampling."""
-    import numpy as np
-    import scipy.sparse as sp
-
-    from nnjit.data.graph import Graph
-    from nnjit.data.neighbor_loader import NeighborLoader
-    from nnjit.nn import Dropout, GATConv, GCNConv, Module, SAGEConv
-    from nnjit.train.trainer import Trainer
-
-    class TwoLayers(Module):
-        def __init__(self, first, second):
-            super().__init__()
-            self.first, self.second, self.drop = first, second, Dropout(0.1)
-
-        def forward(self, x, edges):
-            return self.second(self.drop(self.first(self.drop(x), edges)), edges)
-
-    edges, train = [[0, 1, 2], [1, 2, 0]], np.arange(len(X)) < 4
-    sparse = Graph.from_arrays(sp.csr_matrix(X), edges, y, train_mask=train)
-    dense = Graph.from_arrays(X, edges, y, train_mask=train)
-    runs = [(TwoLayers(GCNConv(2, 2), GATConv(2, 2)), sparse),
-            (TwoLayers(SAGEConv(2, 2, aggr="max"), GATConv(2, 2, heads=2, concat=False)),
-             dense),
-            (TwoLayers(SAGEConv(2, 2), GCNConv(2, 2)), NeighborLoader(dense, [2], 2))]
-    for model, data in runs:
-        Trainer(model, dtype=dtype, seed=0).fit(data, epochs=1, verbose=False)

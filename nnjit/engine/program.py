@@ -278,11 +278,11 @@ class Program:
     # -- running -------------------------------------------------------------------------------
     def _arguments(self, task, data, training, state, best, history, out, batch_log) -> tuple:
         """The compiled loop's arguments, in ``execute``'s order, its dispatch table last."""
-        X, Y, Xv, Yv, perm = data
-        # The loader's signature names X's type: the validation arrays must have the same (a
-        # read-only view of a writable array is free, and makes them match).
-        Xv, Yv = _same_kind(Xv, X), _same_kind(Yv, Y)
-        X, Y = _same_kind(X, Xv), _same_kind(Y, Yv)
+        # The loop only reads the data: it gets read-only views (free), so a read-only X (a
+        # memmap, joblib's arrays) runs the same compiled loop as a writable one, and the
+        # loader's signature, which names X's type, fits the validation arrays too.
+        X, Y, Xv, Yv = (_read_only(a) for a in data[:4])
+        perm = data[4]
         for a, b, name in ((X, Xv, "X"), (Y, Yv, "Y")):
             if a.dtype != b.dtype or a.ndim != b.ndim or not (a.flags.c_contiguous
                                                               and b.flags.c_contiguous):
@@ -372,9 +372,9 @@ def _numba_type(array: np.ndarray):
     return typeof(array)
 
 
-def _same_kind(a: np.ndarray, like: np.ndarray) -> np.ndarray:
-    """``a``, as a read-only view when ``like`` is read-only and ``a`` is not (else ``a``)."""
-    if like.flags.writeable or not a.flags.writeable:
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """``a``, or a read-only view of it."""
+    if not a.flags.writeable:
         return a
     view = a.view()
     view.flags.writeable = False
