@@ -15,8 +15,8 @@ the kernels made it slower: numba's cost is mostly per compiled function, plus p
 (the measurements: docs/performance.md, "Measurements behind the code").
 
 The replay knows op families, not ops: it sends each opcode to its core family's dispatcher
-(``nnjit/ops/``: dense, elementwise, activations, dropout, losses, inlined) and any other opcode
-to the family of the run's dispatch table that holds it (:mod:`nnjit.engine.dispatch`: conv,
+(``nnjit/ops/``: dense, activations, losses, inlined) and any other opcode to the family of the
+run's dispatch table that holds it (:mod:`nnjit.engine.dispatch`: elementwise, dropout, conv,
 pooling, normalization, embedding, joining, graph and user families, each compiled and cached on
 its own). So this loop compiles once per dtype, whichever families a model mixes.
 """
@@ -93,7 +93,7 @@ from nnjit.kernels import rng as kr
 from nnjit.kernels._jit import jit
 from nnjit.kernels.clock import monotonic_ns
 from nnjit.kernels.views import borrow
-from nnjit.ops import activations, dense, dropout, elementwise, losses, python_op
+from nnjit.ops import activations, dense, losses, python_op
 from nnjit.tape.arena import S_OFFSET
 from nnjit.tape.records import R_OPCODE, R_OUT
 from nnjit.tape.slot_views import slot_flat as _flat
@@ -102,25 +102,23 @@ from nnjit.tape.slot_views import slot_view as _view
 _PYTHON_OP = python_op.FAMILY.block.start
 
 #: The families of the base build, inlined in every build: what an MLP compiles.
-CORE_FAMILIES = tuple(m.FAMILY for m in (dense, elementwise, activations, dropout, losses))
+CORE_FAMILIES = tuple(m.FAMILY for m in (dense, activations, losses))
 
 
 # -- family dispatch -----------------------------------------------------------------------------
-# replay sends an opcode below the last core block to the core family whose block starts at or
-# below it (each family's dispatcher refuses the opcodes it does not handle), and any other to
-# the table's family whose block holds it (nnjit.engine.dispatch: compiled and cached apart, one
-# entry per family, called through a function pointer). Core families are inlined straight into
-# replay: an MLP's ops pay no indirect call.
-_EW_FIRST = elementwise.FAMILY.block.start
-_ACT_FIRST = activations.FAMILY.block.start
-_DROPOUT_FIRST = dropout.FAMILY.block.start
+# replay sends an opcode of a core block to its core family's dispatcher (each refuses the opcodes
+# it does not handle), and any other to the table's family whose block holds it
+# (nnjit.engine.dispatch: compiled and cached apart, one entry per family, called through its
+# address, ~50 ns more per op). The core is what every MLP runs, inlined straight into replay;
+# elementwise and dropout ops are table families: inlined, they cost every MLP's first fit
+# about 1.7 s of compiling (docs/performance.md).
+_DENSE_END = dense.FAMILY.block.stop
+_ACT_FIRST, _ACT_END = activations.FAMILY.block.start, activations.FAMILY.block.stop
 _LOSS_FIRST, _LOSS_END = losses.FAMILY.block.start, losses.FAMILY.block.stop
-if [f.block.start for f in CORE_FAMILIES] != sorted(f.block.start for f in CORE_FAMILIES):
-    raise ImportError("nnjit.engine.interpreter: the core families' blocks are out of order")
+if dense.FAMILY.block.start != 1 or _PYTHON_OP in dense.FAMILY.block:
+    raise ImportError("nnjit.engine.interpreter: the dense family's block must start at 1")
 _dense_forward, _dense_backward = dense.FAMILY.forward, dense.FAMILY.backward
-_ew_forward, _ew_backward = elementwise.FAMILY.forward, elementwise.FAMILY.backward
 _act_forward, _act_backward = activations.FAMILY.forward, activations.FAMILY.backward
-_dropout_forward, _dropout_backward = dropout.FAMILY.forward, dropout.FAMILY.backward
 _loss_forward, _loss_backward = losses.FAMILY.forward, losses.FAMILY.backward
 
 
@@ -156,15 +154,11 @@ def replay(direction, start, stop, ctx, table):
             op = records[i, R_OPCODE]
             if op == _PYTHON_OP:
                 return st.YIELD_FORWARD, i
-            if op < _EW_FIRST:
+            if op < _DENSE_END:
                 handled = _dense_forward(op, i, ctx)
-            elif op < _ACT_FIRST:
-                handled = _ew_forward(op, i, ctx)
-            elif op < _DROPOUT_FIRST:
+            elif _ACT_FIRST <= op < _ACT_END:
                 handled = _act_forward(op, i, ctx)
-            elif op < _LOSS_FIRST:
-                handled = _dropout_forward(op, i, ctx)
-            elif op < _LOSS_END:
+            elif _LOSS_FIRST <= op < _LOSS_END:
                 handled = _loss_forward(op, i, ctx)
             else:
                 handled = _table_family(op, i, ctx, table, T_FORWARD)
@@ -175,15 +169,11 @@ def replay(direction, start, stop, ctx, table):
             op = records[i, R_OPCODE]
             if op == _PYTHON_OP:
                 return st.YIELD_BACKWARD, i
-            if op < _EW_FIRST:
+            if op < _DENSE_END:
                 handled = _dense_backward(op, i, ctx)
-            elif op < _ACT_FIRST:
-                handled = _ew_backward(op, i, ctx)
-            elif op < _DROPOUT_FIRST:
+            elif _ACT_FIRST <= op < _ACT_END:
                 handled = _act_backward(op, i, ctx)
-            elif op < _LOSS_FIRST:
-                handled = _dropout_backward(op, i, ctx)
-            elif op < _LOSS_END:
+            elif _LOSS_FIRST <= op < _LOSS_END:
                 handled = _loss_backward(op, i, ctx)
             else:
                 handled = _table_family(op, i, ctx, table, T_BACKWARD)

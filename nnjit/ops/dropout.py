@@ -80,5 +80,5 @@ def backward(op, i, ctx):
     return handled
 
 
-FAMILY = register(OpFamily("dropout", SPECS, forward, backward, core=True,
+FAMILY = register(OpFamily("dropout", SPECS, forward, backward,
                            first_opcode=FIRST_OPCODE))

@@ -84,7 +84,7 @@ def backward(op, i, ctx):
     return handled
 
 
-FAMILY = register(OpFamily("elementwise", SPECS, forward, backward, core=True,
+FAMILY = register(OpFamily("elementwise", SPECS, forward, backward,
                            first_opcode=FIRST_OPCODE))
 _tape.OPERATORS["add"] = add
 _tape.OPERATORS["mul"] = mul

@@ -34,12 +34,12 @@ class OpFamily:
         specs: the ops, in opcode order: op ``k`` gets opcode ``first_opcode + k``.
         forward: compiled ``forward(op, i, ctx) -> bool`` (``@nnjit.ops.dispatcher``).
         backward: compiled ``backward(op, i, ctx) -> bool``.
-        core: compiled into the base build (nnjit's own dense, elementwise, activation, dropout
-            and loss families only: an MLP compiles exactly these).
+        core: inlined in the compiled loop (nnjit's own dense, activation and loss families
+            only: what every MLP runs); any other family is an entry of its dispatch table.
         first_opcode: the block's first opcode; None (user families) takes the next free block
             of 100 from 1000 up at :func:`register`.
-        load_job: a compiled job loader replacing the plain row loader in builds that include
-            this family (the graph family's sampled batches); at most one per build.
+        load_job: a compiled job loader replacing the plain row loader in runs of programs that
+            use this family (the graph family's sampled batches); at most one per program.
     """
 
     def __init__(self, name: str, specs, forward: Callable, backward: Callable, *,
