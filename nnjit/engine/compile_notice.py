@@ -36,16 +36,19 @@ from numba.core import event as numba_event
 from nnjit.kernels.cache_locator import caches_on_disk
 
 #: Cold compile time of each piece, in CPU seconds, as the notice states it ("about N s"): a
-#: fresh clone on the project machine (2-core Xeon, numba 0.68, empty cache); docs/performance.md.
+#: fresh clone on the project machine (2-core Xeon, numba 0.68, empty cache, each piece the
+#: first to need its kernels); docs/performance.md, "The first run".
 ESTIMATED_SECONDS = {
     "the training loop": 12,
-    "the conv family": 11,
+    "the elementwise family": 1,
+    "the dropout family": 1,
+    "the conv family": 9,
     "the pooling family": 4,
     "the normalization family": 3,
-    "the embedding family": 2,
-    "the joining family": 2,
-    "the graph family": 9,
-    "the graph batch loader": 3,
+    "the embedding family": 1,
+    "the joining family": 1,
+    "the graph family": 7,
+    "the graph batch loader": 2,
     "the batch loader": 1,
     "the augmenting batch loader": 2,
     "the training loop's hooks": 0,
