@@ -1,8 +1,9 @@
 """The one tracer (nnjit.nn.trace) and the layout service (nnjit.engine.layout_service): every
 layout decision walks the model once and traces it at most once (none on a program-cache hit),
 binds the parameters into the new arena, and every part of nnjit that records a model (Trainer,
-export, summary) goes through them."""
+export, summary, nnjit.sklearn) goes through them."""
 
+import pathlib
 import re
 
 import numpy as np
@@ -150,6 +151,17 @@ def test_summary_and_export_trace_once_and_lay_nothing_out(tmp_path):
     assert model._trainer is None and program_cache.stats == stats  # (nothing laid out)
 
 
+def test_sklearn_fits_lay_out_through_the_service(walks):
+    pytest.importorskip("sklearn")
+    from nnjit.sklearn import MLPClassifier
+
+    program_cache.clear()
+    MLPClassifier((5,), max_iter=2, random_state=0).fit(X, Y)
+    assert (walks["walks"], walks["traces"]) == (1, 1)
+    MLPClassifier((5,), max_iter=2, random_state=1).fit(X, Y)  # the same structure: a hit
+    assert (walks["walks"], walks["traces"]) == (2, 1)
+
+
 def test_summary_errors_name_summary_and_keep_the_arity_message():
     class Two(nn.Module):
         def __init__(self):
@@ -163,3 +175,15 @@ def test_summary_errors_name_summary_and_keep_the_arity_message():
                        match=r"^summary: Two\.forward\(a, b\) takes 2 inputs, the data has one "
                              r"array"):
         Two().summary_str(input_shape=(None, 4))
+
+
+PACKAGE = pathlib.Path(nn.__file__).parent
+
+
+def test_only_the_tracer_records_a_forward_or_names_modules():
+    """What the tracer alone does, checked in the source: making a tape, recording on it,
+    setting module paths and checking forward's arity."""
+    rule = re.compile(r"\bTape\(|\.recording\(\)|\[\"_path\"\]\s*=|check_forward_arity\(")
+    found = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+                   if rule.search(path.read_text()))
+    assert found == ["nn/trace.py"]
