@@ -7,6 +7,8 @@ once (:mod:`nnjit.data.adapt`); the arguments become a checked plan
 into the compiled loop's config row; the run state starts afresh or continues a saved fit
 (:mod:`nnjit.train.resume`); and the compiled loop runs, with Ctrl-C turned into a stop request
 (:mod:`nnjit.train.interrupt`) and the history reported (:mod:`nnjit.train.fit_report`).
+Predict, evaluate and gradients are :mod:`nnjit.train.inference`; checkpoints
+:mod:`nnjit.train.checkpoint_methods`.
 """
 
 from __future__ import annotations
@@ -16,19 +18,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nnjit.checks import Int
-from nnjit.data.adapt import FitData, GraphInput, as_loader, empty_rows, with_validation
+from nnjit.data.adapt import FitData, GraphInput, empty_rows, with_validation
 from nnjit.data.augment import NO_AUGMENTATION, augmentation_fields, set_augmentation
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
-from nnjit.data.images import ImageDataset
 from nnjit.data.inputs import InputSpec, Inputs, spec_mismatch
-from nnjit.data.loader import DataLoader
 from nnjit.dtypes import DEFAULT_DTYPE, SUPPORTED_DTYPES
 from nnjit.engine import fields
 from nnjit.engine import status as st
 from nnjit.engine.layout_service import Layout, rebind
 from nnjit.engine.program import Program
-from nnjit.kernels import loss as kl
 from nnjit.losses import CrossEntropyLoss, Loss, MSELoss, get_loss
 from nnjit.nn.module import Module
 from nnjit.nn.providers import provide
@@ -40,9 +39,11 @@ from nnjit.random import next_seed
 from nnjit.regularizers import Regularizer
 from nnjit.tape.tape import Tape, Tensor
 from nnjit.train import resume
+from nnjit.train.checkpoint_methods import CheckpointMethods
 from nnjit.train.fit_arguments import fit_arguments
 from nnjit.train.fit_plan import MONITORS, FitPlan
 from nnjit.train.fit_report import batch_history, epoch_line, fit_history, show_rows, summary_line
+from nnjit.train.inference import InferenceMethods
 from nnjit.train.interrupt import EpochCaller, StopRequest, in_main_thread, run_in_worker
 from nnjit.train.run_state import RunConfig, RunState, restore_best
 from nnjit.train.threads import dense_forward_mode, single_threaded_blas
@@ -55,7 +56,7 @@ __all__ = ["JITCompiler", "MONITORS", "Trainer"]
 _SEED = Int(none_ok=True, says="an int or None")  # (None: drawn from set_seed's generator)
 
 
-class Trainer:
+class Trainer(InferenceMethods, CheckpointMethods):
     """Compile a model with an optimizer and a loss, then fit, evaluate and predict.
 
     The whole fit (shuffling, minibatches, forward, loss, backward, optimizer step, validation,
@@ -189,6 +190,24 @@ class Trainer:
             self._install(layout.program(target_cols, self.seed), layout)
         self._inference_layout = inference  # a fit's layout stays one (and grows as fits need)
         return Y
+
+    def _check_inputs(self, specs: tuple[InputSpec, ...], inputs: Inputs | None,
+                      where: str) -> None:
+        """Reject inputs whose number, row shapes or kinds (integer, float) differ from those the
+        model was traced with; a single table of the wrong width names the first layer."""
+        program = self.program
+        traced = program.input_specs
+        problem = spec_mismatch(specs, traced, where)
+        if problem is None:
+            return
+        if len(specs) == len(traced) == 1 and len(specs[0].dims) == len(traced[0].dims) == 1 \
+                and specs[0].integer == traced[0].integer:
+            first = next((n for n in program.nodes if program.input_slot in n.inputs), None)
+            layer = first.owner if first is not None else type(self.model).__name__
+            shape = inputs.arrays[0].shape if inputs is not None else (None, specs[0].cols)
+            problem = (f"{where}: layer '{layer}' expects input with {traced[0].cols} "
+                       f"features, got array of shape {shape}")
+        raise ValueError(problem)
 
     @property
     def _graph(self):
@@ -545,247 +564,12 @@ class Trainer:
         :meth:`Callback.state`); keys are class names, with ``#2``, ``#3`` for repeats."""
         return resume.callback_states(getattr(self, "_callbacks", None))
 
-    # -- inference -------------------------------------------------------------------------------
-    # predict, predict_proba, predict_outputs and evaluate need no fit: the first call traces the
-    # model and lays it out (the forward of the same compiled build fit uses; no new compile) on
-    # the parameters' current values: fresh, loaded (load_weights, load_checkpoint) or trained.
-
-    def _graph_features(self, data, what: str):
-        """For a Graph (or its FullBatch): trace on it if needed and return the batch input;
-        None for other data."""
-        if isinstance(data, Graph):
-            data = FullBatch(data)
-        if not isinstance(data, FullBatch):
-            return None
-        self._use_graph(data)
-        X = data.features(self.dtype)
-        self._compile(data.input_specs, None, data.batch_size, what, inference=True)
-        return X
-
-    def _inference_input(self, data, what: str, targets=None) -> np.ndarray:
-        """``data`` (an array, a tuple of arrays (one per input), their checked
-        :class:`~nnjit.data.inputs.Inputs`, an ImageDataset, a Graph or a FullBatch) as the
-        batch input in the arena dtype, with the model laid out for it if it is not yet;
-        ``targets(n_outputs)``, when given, sets the target width of a first layout
-        (evaluate)."""
-        graph_x = self._graph_features(data, what)
-        if graph_x is not None:
-            return graph_x
-        if isinstance(data, ImageDataset):  # (its labels are not an input)
-            data = data.images
-        inputs = data if isinstance(data, Inputs) else Inputs(data, f"{what}: X")
-        if self.program is None:
-            self._use_graph(None)  # (a graph model's trace refuses the array, saying so)
-        else:
-            self._check_inputs(inputs.specs, inputs, what)
-        X = inputs.packed(self.dtype)
-        self._compile(inputs.specs, targets, max(1, min(len(X), _INFERENCE_BATCH)), what,
-                      inference=True, inputs=inputs)
-        return X
-
-    def _check_inputs(self, specs: tuple[InputSpec, ...], inputs: Inputs | None,
-                      where: str) -> None:
-        """Reject inputs whose number, row shapes or kinds (integer, float) differ from those the
-        model was traced with; a single table of the wrong width names the first layer."""
-        program = self.program
-        traced = program.input_specs
-        problem = spec_mismatch(specs, traced, where)
-        if problem is None:
-            return
-        if len(specs) == len(traced) == 1 and len(specs[0].dims) == len(traced[0].dims) == 1 \
-                and specs[0].integer == traced[0].integer:
-            first = next((n for n in program.nodes if program.input_slot in n.inputs), None)
-            layer = first.owner if first is not None else type(self.model).__name__
-            shape = inputs.arrays[0].shape if inputs is not None else (None, specs[0].cols)
-            problem = (f"{where}: layer '{layer}' expects input with {traced[0].cols} "
-                       f"features, got array of shape {shape}")
-        raise ValueError(problem)
-
-    def _run_simple(self, task, X, Y, out):
-        state = RunState.for_task()
-        cfg = self._config.copy()
-        cfg.eval_batch = self.program.max_batch
-        with single_threaded_blas():
-            self.program.run(task, (X, Y, X, Y, np.zeros(0, np.int64)),
-                             self._no_training(cfg.row), state.row, self._best, np.zeros((1, 7)),
-                             out)
-        return state
-
-    def _no_training(self, cfg):
-        """The training arrays for tasks that take no optimizer step."""
-        none = np.zeros(0, dtype=np.float64)
-        return (cfg, self.optimizer.hyper_vector(), self.optimizer.state, self._reg_spans, none,
-                none, np.zeros(0, dtype=self.dtype))
-
-    def _outputs(self, data, what: str) -> np.ndarray:
-        """The raw outputs of ``data``; ``what`` (the method called) names it in errors."""
-        X = self._inference_input(data, what)
-        out = np.empty((len(X), self.program.output_cols), dtype=self.dtype)
-        self._run_simple(fields.TASK_PREDICT, X, self._empty(self.program.target_cols), out)
-        return out
-
-    def predict_outputs(self, X) -> np.ndarray:
-        """Raw network outputs ``(N, out_features)`` (logits for classification losses).
-
-        Needs no fit: the first call traces the model and lays it out for the parameters'
-        current values (fresh initial weights, :meth:`Module.load_weights`,
-        :meth:`load_checkpoint`, or a fit). Evaluation mode (dropout off, batch norm on its
-        running statistics), whatever ``model.training`` says; it is not changed.
-
-        Args:
-            X: ``(N, in_features)`` array, or a :class:`~nnjit.data.graph.Graph` /
-                :class:`~nnjit.data.full_batch.FullBatch` for graph models (every node's row).
-        """
-        return self._outputs(X, "predict_outputs")
-
-    def predict(self, X) -> np.ndarray:
-        """Class indices for classification losses, raw outputs for regression (no fit needed;
-        see :meth:`predict_outputs`)."""
-        out = self._outputs(X, "predict")
-        if self.loss.opcode == CrossEntropyLoss.opcode and out.shape[1] > 1:
-            return np.argmax(out, axis=1)
-        if self.loss.is_classification:  # binary logits: class 1 where the logit is positive
-            labels = (out > 0).astype(np.int64)
-            return labels[:, 0] if labels.shape[1] == 1 else labels
-        return out
-
-    def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities (softmax for cross-entropy, sigmoid for binary cross-entropy); no
-        fit needed (see :meth:`predict_outputs`)."""
-        if not self.loss.is_classification:
-            raise ValueError(f"predict_proba() needs a classification loss, but this trainer's "
-                             f"loss is {type(self.loss).__name__}; use predict() for its outputs")
-        logits = self._outputs(X, "predict_proba")
-        proba = np.empty_like(logits)
-        if self.loss.opcode == CrossEntropyLoss.opcode:
-            kl.softmax_rows(logits, proba)
-        else:
-            kl.sigmoid_all(logits, proba)
-        return proba
-
-    def evaluate(self, data, y=None) -> dict:
-        """Mean loss (and accuracy for classification) on a DataLoader or ``(X, y)``, or on a
-        graph's nodes: ``evaluate(graph, "test")`` (a mask name or bool array; every node when
-        omitted). No fit needed (see :meth:`predict_outputs`)."""
-        loader = (FullBatch(data, y) if isinstance(data, Graph)
-                  else as_loader(data, y, "evaluate"))
-        if isinstance(loader, FullBatch):
-            X = self._inference_input(loader, "evaluate")
-        else:
-            X = self._inference_input(loader.inputs if loader.inputs is not None else loader.X,
-                                      "evaluate", lambda k: loader.targets(self.loss, k,
-                                                                           self.dtype))
-        Y = loader.targets(self.loss, self.program.output_cols, self.dtype)
-        if Y.shape[1] != self.program.target_cols:
-            raise ValueError(f"evaluate: y has {Y.shape[1]} columns, the model was laid out for "
-                             f"{self.program.target_cols}")
-        state = self._run_simple(fields.TASK_EVALUATE, X, Y, self._empty(1))
-        n = state.val_n
-        result = {"loss": state.val_loss / n}
-        if self.loss.is_classification:
-            result["accuracy"] = state.val_correct / n
-        return result
-
-    def gradients(self, X, y=None) -> dict[str, np.ndarray]:
-        """Loss gradients of every parameter on ``(X, y)`` as one batch (no update).
-
-        Training mode, as a PyTorch forward after ``model.train()``: dropout is active and batch
-        norm normalises with the batch's statistics and updates its running ones. Returns copies
-        keyed by dotted parameter name (buffers take no gradient and are not listed).
-        """
-        if isinstance(X, Graph):  # y: the mask whose nodes the loss counts (default: all)
-            loader = FullBatch(X, y)
-            self._use_graph(loader)
-        else:
-            inputs = Inputs(X, "gradients: X")
-            loader = DataLoader(inputs, y, batch_size=inputs.n_rows, shuffle=False)
-            self._use_graph(None)
-        Xa = loader.features(self.dtype)
-        Y = self._compile(loader.input_specs, lambda k: loader.targets(self.loss, k, self.dtype),
-                          len(Xa), "gradients", inputs=loader.inputs)
-        check_batch_statistics(self.program, len(Xa), len(Xa), False, "gradients")
-        state = RunState.for_task()
-        with single_threaded_blas():
-            self.program.run(fields.TASK_GRADIENT, (Xa, Y, Xa, Y, np.arange(len(Xa))),
-                             self._no_training(self._cfg), state.row, self._best,
-                             np.zeros((1, 7)), self._empty(1))
-        self.last_loss_ = state.batch_loss / max(state.batch_count, 1.0)
-        return {n: np.array(p.grad, copy=True) for n, p in self.model.named_parameters()}
-
-    # -- checkpoints -----------------------------------------------------------------------------
-    def save_checkpoint(self, path, metadata: dict | None = None) -> None:
-        """Write weights, optimizer state (moments, step count), RNG and shuffle state, the fit
-        state (:meth:`fit_state`: epochs done, scheduler step, early-stopping counters, the
-        plateau rule, the best-weights snapshot) and the current fit's callback states to a
-        ``.nne`` file, with optional extra JSON ``metadata`` (e.g. the epoch).
-
-        Loading it and calling ``fit(..., epochs=N, initial_epoch=<epochs done>)`` continues
-        exactly where the fit was (bit for bit, same RNG and shuffle order)."""
-        from nnjit.train.checkpoint import write_checkpoint
-
-        rng = self.program.rng if self.program is not None else self._pending_rng
-        pending = self._resume  # loaded from a checkpoint and not fitted since: keep it
-        write_checkpoint(self.model, path, optimizer=self.optimizer, rng_state=rng,
-                         shuffle_order=self._perm, metadata=metadata,
-                         fit_state=pending["fit"] if pending is not None else self.fit_state(),
-                         callback_states=(pending["callbacks"] if pending is not None
-                                          else self.callback_states()))
-
-    def load_checkpoint(self, path) -> None:
-        """Restore what :meth:`save_checkpoint` wrote; the model must have the same shape.
-
-        The fit state and callback states are kept for the next ``fit(initial_epoch=...)``;
-        a file without them (older nnjit) loads too, and that fit then starts early stopping
-        and ReduceLROnPlateau afresh (the scheduler table still continues at
-        ``initial_epoch * steps_per_epoch``).
-
-        The file is untrusted: every field is checked (type, dtype, shape and range: the RNG
-        state is a valid generator state, the shuffle order a permutation, counters whole and
-        >= 0, ...) before anything changes, so a failed load leaves the trainer as it was.
-
-        Raises:
-            StateMismatchError: listing every missing, unexpected or mis-shaped parameter.
-            NNEFormatError: the file is not a valid ``.nne`` file, or a field of the checkpoint
-                is missing, of the wrong type, dtype or shape, or out of range, or the optimizer
-                state is another optimizer's; the message names the file and the field.
-            OSError: the file cannot be read (missing, permission denied).
-        """
-        from nnjit.io.nne import load_nne
-        from nnjit.train.checkpoint import read_checkpoint
-
-        saved = read_checkpoint(load_nne(path), self.model, self.optimizer)  # changes nothing
-        if self.program is None:  # not laid out: hold the file's values at the arena's precision
-            _promote_floats(self.model, self.dtype)
-        self.model.load_state_dict(saved.params, where=str(path))
-        if saved.optimizer_state is not None:
-            self.optimizer.state = np.array(saved.optimizer_state, dtype=self.dtype)
-            self.optimizer.iterations = saved.optimizer_iterations
-        if saved.shuffle_order is not None:
-            self._perm = np.array(saved.shuffle_order, dtype=np.int64)
-        if saved.rng_state is not None:
-            self._pending_rng = np.array(saved.rng_state, dtype=np.int64)
-            if self.program is not None:
-                self.program.rng[:] = self._pending_rng
-        self._resume = {"fit": saved.fit, "callbacks": saved.callbacks}
-
     def __repr__(self) -> str:
         return (f"Trainer(model={type(self.model).__name__}, optimizer={self.optimizer!r}, "
                 f"loss={self.loss!r}, regularizer={self.regularizer!r})")
 
 
 JITCompiler = Trainer
-
-_INFERENCE_BATCH = 256  # the largest batch a layout made for inference holds
-
-
-def _promote_floats(model: Module, dtype: np.dtype) -> None:
-    """Give ``model``'s float parameters and buffers the arena ``dtype`` before values are
-    loaded into them: a float64 trainer's model is often built in float32, and loading a float64
-    checkpoint into float32 arrays would round it before the layout copies it into the arena."""
-    for tensor in [*model.parameters(), *model.buffers()]:
-        if tensor.data.dtype.kind == "f" and tensor.data.dtype != dtype:
-            tensor.data = tensor.data.astype(dtype)
-
 
 _NO_SPANS = np.zeros((0, 2), dtype=np.int64)  # no regularizer: no penalised spans
 
