@@ -1,7 +1,7 @@
 """The one tracer: :func:`trace` runs a model's ``forward`` once on symbolic inputs.
 
 Everything that needs a model's records goes through it: the layout service
-(:mod:`nnjit.engine.layout`: fits, inference, gradients, nnjit.sklearn), the exporters and
+(:mod:`nnjit.engine.layout_service`: fits, inference, gradients, nnjit.sklearn), the exporters and
 ``Module.summary``. It is the only code that names each module by its dotted path (the owner of
 the ops it records), checks ``forward``'s arity against the inputs and records ``forward``.
 :func:`walk_model` is its one traversal of the model; the layout service keys the program cache
