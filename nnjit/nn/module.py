@@ -469,4 +469,3 @@ def _check_name(module: Module, name, kind: str) -> None:
              "buffer": module.__dict__.get("_buffers", {})}
     if name in module.__dict__ or any(name in names for k, names in taken.items() if k != kind):
         raise KeyError(f"attribute '{name}' already exists")
-

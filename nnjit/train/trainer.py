@@ -13,6 +13,7 @@ Predict, evaluate and gradients are :mod:`nnjit.train.inference`; checkpoints
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -172,8 +173,9 @@ class Trainer(InferenceMethods, CheckpointMethods):
         # A fit's layout grows to the largest batch its fits need; an inference one does not.
         rows = (max_batch if program is None or self._inference_layout
                 else max(max_batch, program.max_batch))
-        layout = (Layout(self.model, self.loss, specs, rows, self.dtype, graph=graph, where=where)
-                  if program is None else None)
+        new_layout = partial(Layout, self.model, self.loss, specs, rows, self.dtype, graph=graph,
+                             where=where)
+        layout = new_layout() if program is None else None
         n_outputs = program.output_cols if program is not None else layout.output_cols()
         Y = None if y is None else y(n_outputs)
         target_cols = Y.shape[1] if Y is not None else (
@@ -184,8 +186,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
                                     or (self._inference_layout and not inference
                                         and program.max_batch != max_batch)
                                     or program.graph is not graph):
-            layout = Layout(self.model, self.loss, specs, rows, self.dtype, graph=graph,
-                            where=where)
+            layout = new_layout()
         if layout is not None:
             self._install(layout.program(target_cols, self.seed), layout)
         self._inference_layout = inference  # a fit's layout stays one (and grows as fits need)
