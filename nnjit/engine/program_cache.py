@@ -2,12 +2,13 @@
 
 A grid search fits the same architecture hundreds of times in one process; tracing ``forward``
 and laying out the arena cost a small fit more than its epochs do. As ``jax.jit`` caches a
-trace by the shapes it was made for, a trainer here looks up a :meth:`Program.template` by its
-model's *structure* before it traces, and makes a fresh :meth:`Program.instance` (zeroed
+trace by the shapes it was made for, the layout service (:mod:`nnjit.train.layout_service`,
+which lays out every Trainer's and nnjit.sklearn's models) looks up a :meth:`Program.template`
+by its model's *structure* before it traces, and makes a fresh :meth:`Program.instance` (zeroed
 arenas, its own seed) from it on a hit.
 
 The key must never let a model reuse a layout it would not have traced itself, so it is only
-made for what it can describe completely, and is None otherwise (the trainer then traces):
+made for what it can describe completely, and is None otherwise (the service then traces):
 
 * every module is one of nnjit's own layers (a user's ``forward`` may read anything: globals,
   closures), keyed by its class, its path in the model, its train/eval flag and every attribute

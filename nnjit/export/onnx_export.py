@@ -24,9 +24,10 @@ import os
 import numpy as np
 
 from nnjit.export.optional import require
-from nnjit.export.trace import Trace, input_width, trace_model
+from nnjit.export.trace import input_width, trace_model
 from nnjit.nn.module import Module
 from nnjit.nn.providers import provide
+from nnjit.nn.trace import Trace
 from nnjit.nn.walk import walk_modules
 from nnjit.ops.opcodes import GRAPH_OPCODES, SPECS, Opcode
 
@@ -147,7 +148,7 @@ class _GraphBuilder:
 
 def _build(onnx, trace: Trace, model: Module, dtype: np.dtype):
     b = _GraphBuilder(onnx, trace, dtype)
-    b.param_data = {name: p.data for name, p in model.named_parameters()}
+    b.param_data = {name: p.data for name, p in trace.walk.tensors}
     tape = trace.tape
     for node in _needed_nodes(trace):
         op, owner = node.opcode, node.owner

@@ -1,40 +1,24 @@
-"""Trace a feed-forward model on a fresh tape, without a trainer (what the exporters read).
+"""The trace the exporters read: :func:`nnjit.nn.trace.trace` of a feed-forward model on one
+float input, without a trainer.
 
-The same steps as ``Trainer._trace`` for a non-graph model: name every module by its dotted path,
-lay the parameters out first, then run ``forward`` once on a symbolic batch input. Nothing is
-compiled and no trainer is touched, so it works on a model that was never fitted.
+Nothing is compiled and no trainer is touched, so it works on a model that was never fitted;
+this module adds what export needs around the one tracer: the input width (:func:`input_width`)
+and errors that say what export supports.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
 from nnjit.checks import is_int
 from nnjit.nn.linear import Linear
 from nnjit.nn.module import Module
+from nnjit.nn.trace import ForwardArityError, Trace, trace
 from nnjit.nn.walk import walk_modules
-from nnjit.tape.tape import Tape, Tensor
 
 #: Rows of the traced batch. Only shapes are recorded; an uncommon value keeps a parameter's row
 #: count from passing for the batch size by coincidence.
 TRACE_BATCH = 7
-
-
-@dataclass
-class Trace:
-    """A recorded forward pass: the tape, its input and output tensors, and the modules by path."""
-
-    tape: Tape
-    input: Tensor
-    output: Tensor
-    modules: dict[str, Module]
-
-    def layer(self, owner: str) -> str:
-        """``'path' (ClassName)`` for the module that recorded an op (for error messages)."""
-        module = self.modules.get(owner)
-        return f"'{owner}' ({type(module).__name__})" if module is not None else f"'{owner}'"
 
 
 def input_width(model: Module, input_shape, where: str) -> int:
@@ -72,35 +56,14 @@ def trace_model(model: Module, n_features: int, dtype, where: str) -> Trace:
     if not isinstance(model, Module):
         raise TypeError(f"{where}: expected an nnjit Module, got {type(model).__name__}")
     model._check_init()
-    tape = Tape(dtype, TRACE_BATCH)
-    modules = {}
-    named, seen = [], set()
-    for path, module in walk_modules(model):
-        module.__dict__["_path"] = path  # as Trainer._trace: layers name their slots by path
-        modules[path or type(model).__name__] = module
-        for name, p in module._parameters.items():
-            if id(p) not in seen:
-                seen.add(id(p))
-                named.append((f"{path}.{name}" if path else name, p))
-    tape.parameters(named)
-    from nnjit.train.trainer import _check_forward_arity
-
     try:
-        _check_forward_arity(model, 1, where)
-    except ValueError as exc:
+        return trace(model, n_features, dtype=dtype, max_batch=TRACE_BATCH, where=where)
+    except ForwardArityError as exc:
         raise NotImplementedError(f"{exc}; export supports models with one float input") from None
-    x = tape.input(n_features, "input")
-    try:
-        with tape.recording():
-            out = model(x)
     except ValueError as exc:
         raise ValueError(f"{where}: tracing {type(model).__name__} on inputs of {n_features} "
                          f"features failed ({exc}); if that is not the model's input width, pass "
                          "input_shape=(None, n_features)") from exc
-    if not isinstance(out, Tensor) or out.tape is not tape:
-        raise TypeError(f"{where}: {type(model).__name__}.forward must return the output tensor "
-                        f"of its last layer, got {type(out).__name__}")
-    return Trace(tape, x, out, modules)
 
 
 def _refuse_inputs(model: Module, specs, where: str) -> None:

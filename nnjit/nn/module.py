@@ -8,7 +8,6 @@ tensors, when a trainer compiles the model.
 
 from __future__ import annotations
 
-import inspect
 from collections import OrderedDict
 from typing import Iterator, NamedTuple
 
@@ -20,6 +19,7 @@ from nnjit.nn.buffer import Buffer
 from nnjit.nn.parameter import Parameter
 from nnjit.nn.providers import provider
 from nnjit.nn.summary import summary_table
+from nnjit.nn.trace import takes_tape
 from nnjit.nn.walk import walk_modules
 from nnjit.tape.tape import Symbolic, Tape, current_tape
 
@@ -275,14 +275,17 @@ class Module:
             # data, not a trace: the compiled forward (one array per input of forward)
             return self._inference_trainer()._outputs(args[0] if len(args) == 1 else args,
                                                       f"{cls}(X)")
-        if _takes_tape(type(self)):
+        if takes_tape(type(self)):
             args = (tape,) + args
         owners = tape.owners
         owners.append(self.__dict__.get("_path") or type(self).__name__)
         try:
-            return self.forward(*args)
+            out = self.forward(*args)
         finally:
             owners.pop()
+        if tape.module_outputs is not None:  # (Module.summary's output shapes)
+            tape.module_outputs[id(self)] = out
+        return out
 
     # -- state ---------------------------------------------------------------------------------
     def state_dict(self) -> OrderedDict[str, np.ndarray]:
@@ -466,14 +469,3 @@ def _check_name(module: Module, name, kind: str) -> None:
              "buffer": module.__dict__.get("_buffers", {})}
     if name in module.__dict__ or any(name in names for k, names in taken.items() if k != kind):
         raise KeyError(f"attribute '{name}' already exists")
-
-
-_TAKES_TAPE: dict[type, bool] = {}
-
-
-def _takes_tape(cls: type) -> bool:
-    """True for the seed engine's ``forward(self, tape, x)`` signature."""
-    if cls not in _TAKES_TAPE:
-        params = list(inspect.signature(cls.forward).parameters)
-        _TAKES_TAPE[cls] = len(params) >= 2 and params[1] == "tape"
-    return _TAKES_TAPE[cls]

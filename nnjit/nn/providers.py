@@ -2,8 +2,9 @@
 
 ``nn`` never imports ``train`` or ``export``: they build on it. Instead each registers here, when
 it is imported, the implementation a method calls: ``nnjit.train.trainer`` the trainer that
-``predict``, ``model(X)`` and ``summary`` run, ``nnjit.export`` the safetensors and ONNX writers.
-``import nnjit`` imports them all; a method whose provider was not imported says which to import.
+``predict`` and ``model(X)`` run, ``nnjit.export`` the safetensors and ONNX writers
+(``summary`` needs none: it traces with :func:`nnjit.nn.trace.trace`, in ``nn``). ``import
+nnjit`` imports them all; a method whose provider was not imported says which to import.
 """
 
 from __future__ import annotations

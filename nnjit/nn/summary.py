@@ -1,8 +1,8 @@
 """``Module.summary()``: a table of a model's layers, output shapes and parameter counts.
 
-The output shapes come from a trace (the model's ``forward`` on symbolic tensors, as a trainer
-records it, without laying anything out or compiling): each module's ``forward`` is wrapped for
-the trace to note the shape of what it returns.
+The output shapes come from :func:`nnjit.nn.trace.trace` (the model's ``forward`` on symbolic
+tensors, as a trainer records it, without laying anything out or compiling), asked to note what
+each module's call returns.
 """
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from nnjit.checks import is_int
-from nnjit.nn.providers import provider
-from nnjit.nn.walk import walk_modules
+from nnjit.nn.trace import ModelWalk, trace, walk_model
 from nnjit.tape.tape import Tensor
 
 _COLUMNS = ("Layer (path)", "Type", "Output shape", "Params")
@@ -20,8 +19,9 @@ _COLUMNS = ("Layer (path)", "Type", "Output shape", "Params")
 def summary_table(model, input_shape=None, graph=None, dtypes=None) -> str:
     """The text of :meth:`nnjit.nn.Module.summary` (see there): one row per module, below the
     model, by dotted path; a module's count includes its sub-modules' parameters."""
-    modules = walk_modules(model)
-    shapes, note, input_desc = _traced_shapes(model, modules, input_shape, graph, dtypes)
+    walk = walk_model(model)
+    modules = walk.modules
+    shapes, note, input_desc = _traced_shapes(model, walk, input_shape, graph, dtypes)
     rows = [(name, "Parameter", str(tuple(p.shape)), f"{p.size:,}")  # the model's own
             for name, p in model._parameters.items()]
     for path, module in modules[1:]:  # (the model itself is the totals)
@@ -90,11 +90,13 @@ def _input_specs(model, modules, input_shape, dtypes):
     return tuple(InputSpec(d, k) for d, k in zip(shapes, kinds))
 
 
-def _traced_shapes(model, modules, input_shape, graph, dtypes=None):
+def _traced_shapes(model, walk: ModelWalk, input_shape, graph, dtypes=None):
     """``({id(module): "(rows, cols)"}, note, input description)``; shapes None if no trace."""
+    from nnjit.data.adapt import GraphInput
     from nnjit.data.full_batch import FullBatch
     from nnjit.data.graph import Graph
 
+    modules = walk.modules
     is_graph_model = any(m.takes_edges for _, m in modules)
     if graph is not None and not isinstance(graph, (Graph, FullBatch)):
         raise TypeError(f"summary: graph must be a Graph or FullBatch, got {type(graph).__name__}")
@@ -110,17 +112,14 @@ def _traced_shapes(model, modules, input_shape, graph, dtypes=None):
     if not model.parameters():
         return None, None, None
 
-    trainer = provider("inference_trainer", f"{type(model).__name__}.summary")(model)
+    structure = GraphInput().use(FullBatch(graph)) if graph is not None else None
+    traced = trace(model, specs, max_batch=1, graph=structure, where="summary", walk=walk,
+                   note_outputs=True)  # (nothing laid out, nothing compiled)
     shapes: dict[int, str] = {}
-    wrapped = []
-    for _, module in modules:
-        wrapped.append(module)
-        module.__dict__["forward"] = _noting(module, shapes, batch_rows=graph is None)
-    try:
-        trainer.trace(specs, graph)  # (only traces: nothing laid out)
-    finally:
-        for module in wrapped:
-            del module.__dict__["forward"]
+    for key, out in traced.module_outputs.items():
+        if isinstance(out, Tensor):
+            rows = "None" if graph is None and out.spec.batch else str(int(out.rows))
+            shapes[key] = "(" + ", ".join([rows, *map(str, out.dims)]) + ")"
     desc = (f"a graph of {graph.num_nodes} nodes with {specs} features" if graph is not None
             else _describe(specs))
     return shapes, None, desc
@@ -132,16 +131,3 @@ def _describe(specs) -> str:
         return "(" + ", ".join(["None", *map(str, specs[0].dims)]) + ")"
     return ", ".join(s.describe() for s in specs)
 
-
-def _noting(module, shapes: dict, batch_rows: bool):
-    """``module.forward`` that notes the shape of its output in ``shapes``."""
-    forward = type(module).forward.__get__(module)
-
-    def noted(*args):
-        out = forward(*args)
-        if isinstance(out, Tensor):
-            rows = "None" if batch_rows and out.spec.batch else str(int(out.rows))
-            shapes[id(module)] = "(" + ", ".join([rows, *map(str, out.dims)]) + ")"
-        return out
-
-    return noted

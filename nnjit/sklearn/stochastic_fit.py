@@ -21,7 +21,7 @@ from nnjit.data.adapt import empty_rows
 from nnjit.engine import fields
 from nnjit.engine.status import TrainingDivergedError
 from nnjit.optim.sklearn_flavour import SklearnAdam, SklearnSGD
-from nnjit.sklearn.compiled_mlp import Structure, borrow
+from nnjit.sklearn.compiled_mlp import CompiledMLP, Structure
 from nnjit.sklearn.targets import engine_targets, r2_per_half_square
 from nnjit.train.run_state import RunState
 from nnjit.train.threads import dense_forward_mode, single_threaded_blas
@@ -147,28 +147,28 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
     row[fields.ST_BEST_EPOCH] = 0 if carried else -1
     history = np.zeros((epochs, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
 
-    with borrow(structure) as net:
-        program = net.program
-        n_trainable = program.n_trainable
-        buffers = solver.buffers
-        if buffers is None or buffers.shape != (2, n_trainable) or buffers.dtype != dtype:
-            buffers = np.zeros((2, n_trainable), dtype=dtype)
-            row[fields.ST_STEP] = 0  # (new buffers: a new optimizer)
-        net.load(est.coefs_, est.intercepts_)
-        if carried:
-            net.best[:] = program.params
-        training = (cfg, optimizer.hyper_vector(), buffers, net.reg_spans, lr_table, _NONE,
-                    empty_rows(dtype, None))
-        try:
-            with single_threaded_blas():
-                program.run(fields.TASK_FIT, (X_train, Y_train, X_val, Y_val, perm), training,
-                            row, net.best, history, empty_rows(dtype, 1),
-                            on_pause=orders.refill if orders is not None else None)
-        except TrainingDivergedError as e:
-            raise ValueError(f"Solver produced non-finite parameter weights. The input data may "
-                             f"contain large values and need to be preprocessed. ({e})") from e
-        finally:
-            net.store(est.coefs_, est.intercepts_)
+    net = CompiledMLP(structure)  # (a program-cache hit after the structure's first fit)
+    program = net.program
+    n_trainable = program.n_trainable
+    buffers = solver.buffers
+    if buffers is None or buffers.shape != (2, n_trainable) or buffers.dtype != dtype:
+        buffers = np.zeros((2, n_trainable), dtype=dtype)
+        row[fields.ST_STEP] = 0  # (new buffers: a new optimizer)
+    net.load(est.coefs_, est.intercepts_)
+    if carried:
+        net.best[:] = program.params
+    training = (cfg, optimizer.hyper_vector(), buffers, net.reg_spans, lr_table, _NONE,
+                empty_rows(dtype, None))
+    try:
+        with single_threaded_blas():
+            program.run(fields.TASK_FIT, (X_train, Y_train, X_val, Y_val, perm), training,
+                        row, net.best, history, empty_rows(dtype, 1),
+                        on_pause=orders.refill if orders is not None else None)
+    except TrainingDivergedError as e:
+        raise ValueError(f"Solver produced non-finite parameter weights. The input data may "
+                         f"contain large values and need to be preprocessed. ({e})") from e
+    finally:
+        net.store(est.coefs_, est.intercepts_)
 
     done = int(row[fields.ST_EPOCH])
     est.n_iter_ = done

@@ -254,6 +254,7 @@ class Tape:
         self.program = None  # set by Program once laid out
         self.graph = None  # the GraphStructure a graph model is traced on (nnjit.graph.edges)
         self.constants: dict[int, np.ndarray] = {}  # slot -> values written after layout
+        self.module_outputs: dict | None = None  # id(module) -> its output, when a trace asks
 
     # -- context -------------------------------------------------------------------------------
     def recording(self) -> _Recording:

@@ -2,35 +2,37 @@
 
 A fit, in the order :meth:`Trainer.fit` tells it: the training and validation data are adapted
 once (:mod:`nnjit.data.adapt`); the arguments become a checked plan
-(:class:`~nnjit.train.fit_plan.FitPlan`); the model is traced and laid out; the plan is packed
+(:class:`~nnjit.train.fit_plan.FitPlan`); the model is laid out (a cached layout or a trace:
+:mod:`nnjit.train.layout_service`); the plan is packed
 into the compiled loop's config row; the run state starts afresh or continues a saved fit
 (:mod:`nnjit.train.resume`); and the compiled loop runs, with Ctrl-C turned into a stop request
 (:mod:`nnjit.train.interrupt`) and the history reported (:mod:`nnjit.train.fit_report`).
+Predict, evaluate and gradients are :mod:`nnjit.train.inference`; checkpoints
+:mod:`nnjit.train.checkpoint_methods`.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from nnjit.checks import Int
-from nnjit.data.adapt import FitData, GraphInput, as_loader, empty_rows, with_validation
+from nnjit.data.adapt import FitData, GraphInput, empty_rows, with_validation
 from nnjit.data.augment import NO_AUGMENTATION, augmentation_fields, set_augmentation
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
-from nnjit.data.images import ImageDataset
 from nnjit.data.inputs import InputSpec, Inputs, spec_mismatch
-from nnjit.data.loader import DataLoader
 from nnjit.dtypes import DEFAULT_DTYPE, SUPPORTED_DTYPES
-from nnjit.engine import fields, program_cache
+from nnjit.engine import fields
 from nnjit.engine import status as st
-from nnjit.engine.program import ArenaTooLarge, Program, format_bytes, physical_memory
-from nnjit.kernels import loss as kl
+from nnjit.train.layout_service import Layout, rebind
+from nnjit.engine.program import Program
 from nnjit.losses import CrossEntropyLoss, Loss, MSELoss, get_loss
 from nnjit.nn.module import Module
 from nnjit.nn.providers import provide
-from nnjit.nn.walk import walk_modules
+from nnjit.nn.trace import trace
 from nnjit.ops.normalization import check_batch_statistics
 from nnjit.optim import Optimizer, get_optimizer
 from nnjit.optim.adam import Adam
@@ -38,9 +40,11 @@ from nnjit.random import next_seed
 from nnjit.regularizers import Regularizer
 from nnjit.tape.tape import Tape, Tensor
 from nnjit.train import resume
+from nnjit.train.checkpoint_methods import CheckpointMethods
 from nnjit.train.fit_arguments import fit_arguments
 from nnjit.train.fit_plan import MONITORS, FitPlan
 from nnjit.train.fit_report import batch_history, epoch_line, fit_history, show_rows, summary_line
+from nnjit.train.inference import InferenceMethods
 from nnjit.train.interrupt import EpochCaller, StopRequest, in_main_thread, run_in_worker
 from nnjit.train.run_state import RunConfig, RunState, restore_best
 from nnjit.train.threads import dense_forward_mode, single_threaded_blas
@@ -53,7 +57,7 @@ __all__ = ["JITCompiler", "MONITORS", "Trainer"]
 _SEED = Int(none_ok=True, says="an int or None")  # (None: drawn from set_seed's generator)
 
 
-class Trainer:
+class Trainer(InferenceMethods, CheckpointMethods):
     """Compile a model with an optimizer and a loss, then fit, evaluate and predict.
 
     The whole fit (shuffling, minibatches, forward, loss, backward, optimizer step, validation,
@@ -112,6 +116,7 @@ class Trainer:
                             f"{type(distributed).__name__}")
         self.distributed = distributed
         self.program: Program | None = None
+        self._walk = None  # the model's ModelWalk when it was last laid out
         self.history_: "pd.DataFrame | None" = None
         self._state = np.zeros(fields.STATE_WIDTH, dtype=np.float64)  # the compiled loop's rows
         self._cfg = np.zeros(fields.CONFIG_WIDTH, dtype=np.float64)
@@ -130,8 +135,8 @@ class Trainer:
     # -- compilation -----------------------------------------------------------------------------
     def trace(self, n_features, graph=None) -> tuple[Tape, Tensor | tuple[Tensor, ...], Tensor]:
         """Record the model's ``forward`` on symbolic tensors, laying nothing out and compiling
-        nothing: ``(tape, input, output)``, ``input`` a tuple of tensors for several inputs.
-        :meth:`Module.summary` reads output shapes from it.
+        nothing: ``(tape, input, output)``, ``input`` a tuple of tensors for several inputs
+        (:func:`nnjit.nn.trace.trace`, which :meth:`Module.summary` runs).
 
         Args:
             n_features: the input width (for a graph, its node features' width), or a sequence of
@@ -140,74 +145,15 @@ class Trainer:
                 :class:`~nnjit.data.full_batch.FullBatch`) to trace on; None for array data.
         """
         self._use_graph(FullBatch(graph) if isinstance(graph, Graph) else graph)
-        specs = ((InputSpec((int(n_features),)),) if not isinstance(n_features, (tuple, list))
-                 else tuple(n_features))
-        return self._trace(specs, 1, "trace")
-
-    def _trace(self, specs: tuple[InputSpec, ...], max_batch: int, where: str):
-        tape = Tape(self.dtype, self._graph.max_rows if self._graph is not None else max_batch)
-        self._walk_model()
-        named, buffers = self._named_params, self._named_buffers
-        # Buffers follow the parameters in the parameter block: the optimizer's span is its
-        # head (Program.n_trainable), snapshots and restores cover all of it.
-        tape.parameters(named + buffers)
-        if self._graph is not None:
-            from nnjit.graph.edges import graph_inputs
-
-            x, features, edges = graph_inputs(tape, self._graph, specs[0].cols)
-            if x is None:  # sparse features: the batch input is an empty placeholder
-                x = tape.input(0, "input")
-            with tape.recording():
-                out = self.model(features, edges)
-        else:
-            if any(module.takes_edges for _, module in self._modules):
-                _refuse_graph_model(self.model, where)  # (before forward's arity, which misleads)
-            _check_forward_arity(self.model, len(specs), where)
-            xs = tuple(tape.input(spec.cols, "input" if len(specs) == 1 else f"input{i}",
-                                  dims=spec.dims if len(spec.dims) > 1 else None,
-                                  integer=spec.integer) for i, spec in enumerate(specs))
-            with tape.recording():
-                out = self.model(*xs)
-            x = xs[0] if len(xs) == 1 else xs
-        if not isinstance(out, Tensor) or out.tape is not tape:
-            raise TypeError(f"{type(self.model).__name__}.forward must return the output tensor "
-                            f"of its last layer, got {type(out).__name__}")
-        return tape, x, out
-
-    def _walk_model(self) -> None:
-        """Find the model's modules, parameters and buffers (what a trace lays out), once per
-        trace or program-cache lookup."""
-        self._modules = walk_modules(self.model)
-        self._module_dicts = [module.__dict__ for _, module in self._modules]
-        self._named_params = named = []
-        self._named_buffers = buffers = []
-        seen = set()
-        for path, module in self._modules:
-            module.__dict__["_path"] = path
-            for name, p in module._parameters.items():  # as Module.named_parameters()
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    named.append((f"{path}.{name}" if path else name, p))
-            for name, b in module.__dict__.get("_buffers", {}).items():  # as named_buffers()
-                if b is not None and id(b) not in seen:
-                    seen.add(id(b))
-                    buffers.append((f"{path}.{name}" if path else name, b))
-
-    def _program_key(self, specs: tuple[InputSpec, ...], max_batch: int):
-        """The model's key in :mod:`nnjit.engine.program_cache` for a layout of ``max_batch``
-        rows (walking the model as a trace would), or None when it cannot be cached."""
-        if self._graph is not None:
-            return None
-        self._walk_model()
-        return program_cache.structure_key(self._modules, self._named_params,
-                                           self._named_buffers, self.loss, specs, max_batch,
-                                           self.dtype)
+        traced = trace(self.model, n_features, dtype=self.dtype, graph=self._graph, where="trace")
+        return traced.tape, traced.input, traced.output
 
     def _compile(self, specs: tuple[InputSpec, ...], y, max_batch: int, where: str, *,
                  inference: bool = False, inputs: Inputs | None = None):
-        """Trace and lay out the model for inputs of ``specs`` if needed; return ``y(n_outputs)``
-        (the targets in the arena dtype), or None without ``y``. ``inputs``: the arrays, named
-        in the error when they do not fit a model already laid out.
+        """Lay the model out for inputs of ``specs`` if needed (:class:`Layout`: a cached layout
+        or a trace); return ``y(n_outputs)`` (the targets in the arena dtype), or None without
+        ``y``. ``inputs``: the arrays, named in the error when they do not fit a model already
+        laid out.
 
         An inference call (``inference=True``: predict, evaluate) lays out a program only when
         there is none (or the graph changed) and otherwise runs on the one there is, whatever
@@ -216,64 +162,53 @@ class Trainer:
         """
         program, graph = self.program, self._graph
         if program is not None:
-            self._adopt_parameters()
+            spans = rebind(program, self._walk)  # (another trainer may have bound them since)
+            if spans is not None:
+                self.param_spans = spans
+                self.model.__dict__["_trainer"] = self
             if graph is None:
                 self._check_inputs(specs, inputs, where)
             if inference and program.graph is graph:
                 return None if y is None else y(program.output_cols)
-        n_outputs = program.output_cols if program is not None else None
-        tape = key = None
-        if n_outputs is None:  # a first layout: a cached one needs no trace
-            key = self._program_key(specs, max_batch)
-            n_outputs = program_cache.output_cols(key)
-            if n_outputs is None:
-                tape, x, out = self._trace(specs, max_batch, where)
-                n_outputs = out.cols
+        # A fit's layout grows to the largest batch its fits need; an inference one does not.
+        rows = (max_batch if program is None or self._inference_layout
+                else max(max_batch, program.max_batch))
+        new_layout = partial(Layout, self.model, self.loss, specs, rows, self.dtype, graph=graph,
+                             where=where)
+        layout = new_layout() if program is None else None
+        n_outputs = program.output_cols if program is not None else layout.output_cols()
         Y = None if y is None else y(n_outputs)
         target_cols = Y.shape[1] if Y is not None else (
             program.target_cols if program is not None else (1 if self.loss.is_classification
                                                              and n_outputs > 1 else n_outputs))
-        replace_inference_layout = (program is not None and self._inference_layout
-                                    and not inference)
         if program is not None and (program.target_cols != target_cols
                                     or program.max_batch < max_batch
-                                    or (replace_inference_layout and program.max_batch != max_batch)
+                                    or (self._inference_layout and not inference
+                                        and program.max_batch != max_batch)
                                     or program.graph is not graph):
-            tape = None
-            program = None
-        if program is None:
-            rows = (max_batch if tape is not None or self._inference_layout
-                    else max(max_batch, self._max_batch()))
-            if key is None or rows != max_batch:
-                key = self._program_key(specs, rows)
-            program = program_cache.instance(key, target_cols, self.seed)
-        if program is None:
-            if tape is None:
-                tape, x, out = self._trace(specs, rows, where)
-            target = tape.input(target_cols, "target")
-            loss = self.loss.record(tape, out, target)
-            if key is None:  # (a model the structure key cannot describe: key what was traced)
-                key = program_cache.traced_key(tape, x, target, out, loss)
-                program = program_cache.instance(key, target_cols, self.seed)
-                if program is not None:  # tensors of this trace read the instance's arena
-                    program.tape, tape.program = tape, program
-        if program is None:
-            try:
-                program = Program(tape, x, target, out, loss, seed=self.seed)
-            except ArenaTooLarge as e:
-                what = ("X's rows (gradients runs them as one batch)" if where == "gradients"
-                        else "batch_size")
-                raise MemoryError(f"{where}: {what}: batches of {e.max_batch:,} rows need "
-                                  f"{format_bytes(e.nbytes)} of arena memory (values and "
-                                  f"gradients) for {type(self.model).__name__}, more than can "
-                                  f"be allocated here ({format_bytes(physical_memory())} of RAM);"
-                                  f" use a smaller {'batch' if where == 'gradients' else what}"
-                                  ) from None
-            program_cache.store(key, target_cols, program)
-        if program is not self.program:
-            self._install(program)
+            layout = new_layout()
+        if layout is not None:
+            self._install(layout.program(target_cols, self.seed), layout)
         self._inference_layout = inference  # a fit's layout stays one (and grows as fits need)
         return Y
+
+    def _check_inputs(self, specs: tuple[InputSpec, ...], inputs: Inputs | None,
+                      where: str) -> None:
+        """Reject inputs whose number, row shapes or kinds (integer, float) differ from those the
+        model was traced with; a single table of the wrong width names the first layer."""
+        program = self.program
+        traced = program.input_specs
+        problem = spec_mismatch(specs, traced, where)
+        if problem is None:
+            return
+        if len(specs) == len(traced) == 1 and len(specs[0].dims) == len(traced[0].dims) == 1 \
+                and specs[0].integer == traced[0].integer:
+            first = next((n for n in program.nodes if program.input_slot in n.inputs), None)
+            layer = first.owner if first is not None else type(self.model).__name__
+            shape = inputs.arrays[0].shape if inputs is not None else (None, specs[0].cols)
+            problem = (f"{where}: layer '{layer}' expects input with {traced[0].cols} "
+                       f"features, got array of shape {shape}")
+        raise ValueError(problem)
 
     @property
     def _graph(self):
@@ -281,21 +216,19 @@ class Trainer:
         return self._graph_input.structure
 
     def _set_training(self, mode: bool) -> None:
-        """``model.train(mode)`` over the modules found when tracing (no second traversal)."""
-        for attributes in self._module_dicts:
-            attributes["training"] = mode
+        """``model.train(mode)`` over the modules found when laying out (no second traversal)."""
+        for _, module in self._walk.modules:
+            module.__dict__["training"] = mode
 
-    def _max_batch(self) -> int:
-        return self.program.max_batch if self.program is not None else 1
-
-    def _install(self, program: Program) -> None:
-        """Move parameters into the new arena and keep optimizer state and RNG position."""
+    def _install(self, program: Program, layout: Layout) -> None:
+        """Run on ``program`` (its parameters bound by ``layout``), keeping the optimizer state
+        and the RNG position."""
         old = self.program
         if old is not None:
             program.rng[:] = old.rng
         elif self._pending_rng is not None:
             program.rng[:] = self._pending_rng
-        self._bind_parameters(program)
+        self._walk, self.param_spans = layout.walk, layout.param_spans
         self.optimizer.build(program.n_trainable, self.dtype)  # (the interpreter's step span)
         self._best = np.empty(program.n_params, dtype=self.dtype)
         spans = self.regularizer.spans(self.param_spans) if self.regularizer else _NO_SPANS
@@ -304,31 +237,6 @@ class Trainer:
         self._reg_spans = spans
         self.program = program
         self.model.__dict__["_trainer"] = self  # (as Module.__setattr__ would store it)
-
-    def _bind_parameters(self, program: Program) -> None:
-        """Copy the parameters' current values into ``program``'s arena and make each
-        ``p.data`` / ``p.grad`` a view of it."""
-        self.param_spans = {}
-        slots = program.slots.tolist()
-        for name, p in self._named_params + self._named_buffers:
-            off, rows, cols, _ = slots[program.param_slots[name]]
-            view = program.values[off : off + rows * cols].reshape(p.data.shape)
-            view[...] = p.data
-            p.data = view
-            if p.requires_grad:  # (a Buffer has no gradient and no span the regularizer sees)
-                p.grad = program.grads[off : off + rows * cols].reshape(view.shape)
-                self.param_spans[name] = (off, rows * cols)
-
-    def _adopt_parameters(self) -> None:
-        """Take the parameters back into this program's arena when another trainer laid them out
-        since (a second Trainer of the model, ``model.predict`` or ``layer(X)`` on one of its
-        layers): every trainer runs on the parameters' current values, as in PyTorch."""
-        values = self.program.values
-        for _, p in self._named_params + self._named_buffers:
-            if p.data.base is not values:
-                self._bind_parameters(self.program)
-                self.model.__dict__["_trainer"] = self
-                return
 
     # -- data ------------------------------------------------------------------------------------
     def _use_graph(self, loader) -> None:
@@ -520,7 +428,7 @@ class Trainer:
     def _begin_callbacks(self, plan: FitPlan, carried) -> None:
         # model.training reads True while fitting (PyTorch's model.train() before the loop);
         # the modes the user set come back when the fit ends.
-        self._modes_before_fit = [d["training"] for d in self._module_dicts]
+        self._modes_before_fit = [m.__dict__["training"] for _, m in self._walk.modules]
         self._set_training(True)
         self.stop_training = False
         self._callbacks = callbacks = plan.callbacks
@@ -587,8 +495,8 @@ class Trainer:
             interrupted = True
         finally:
             self.optimizer.iterations = int(state.step)
-            for attributes, mode in zip(self._module_dicts, self._modes_before_fit):
-                attributes["training"] = mode
+            for (_, module), mode in zip(self._walk.modules, self._modes_before_fit):
+                module.__dict__["training"] = mode
             requested = stop is not None and stop.requested
             if requested:
                 state.clear_stop_request()  # a Ctrl-C is not early stopping: a resume goes on
@@ -657,292 +565,12 @@ class Trainer:
         :meth:`Callback.state`); keys are class names, with ``#2``, ``#3`` for repeats."""
         return resume.callback_states(getattr(self, "_callbacks", None))
 
-    # -- inference -------------------------------------------------------------------------------
-    # predict, predict_proba, predict_outputs and evaluate need no fit: the first call traces the
-    # model and lays it out (the forward of the same compiled build fit uses; no new compile) on
-    # the parameters' current values: fresh, loaded (load_weights, load_checkpoint) or trained.
-
-    def _graph_features(self, data, what: str):
-        """For a Graph (or its FullBatch): trace on it if needed and return the batch input;
-        None for other data."""
-        if isinstance(data, Graph):
-            data = FullBatch(data)
-        if not isinstance(data, FullBatch):
-            return None
-        self._use_graph(data)
-        X = data.features(self.dtype)
-        self._compile(data.input_specs, None, data.batch_size, what, inference=True)
-        return X
-
-    def _inference_input(self, data, what: str, targets=None) -> np.ndarray:
-        """``data`` (an array, a tuple of arrays (one per input), their checked
-        :class:`~nnjit.data.inputs.Inputs`, an ImageDataset, a Graph or a FullBatch) as the
-        batch input in the arena dtype, with the model laid out for it if it is not yet;
-        ``targets(n_outputs)``, when given, sets the target width of a first layout
-        (evaluate)."""
-        graph_x = self._graph_features(data, what)
-        if graph_x is not None:
-            return graph_x
-        if isinstance(data, ImageDataset):  # (its labels are not an input)
-            data = data.images
-        inputs = data if isinstance(data, Inputs) else Inputs(data, f"{what}: X")
-        if self.program is None:
-            self._use_graph(None)
-            _refuse_graph_model(self.model, what)
-        else:
-            self._check_inputs(inputs.specs, inputs, what)
-        X = inputs.packed(self.dtype)
-        self._compile(inputs.specs, targets, max(1, min(len(X), _INFERENCE_BATCH)), what,
-                      inference=True, inputs=inputs)
-        return X
-
-    def _check_inputs(self, specs: tuple[InputSpec, ...], inputs: Inputs | None,
-                      where: str) -> None:
-        """Reject inputs whose number, row shapes or kinds (integer, float) differ from those the
-        model was traced with; a single table of the wrong width names the first layer."""
-        program = self.program
-        traced = program.input_specs
-        problem = spec_mismatch(specs, traced, where)
-        if problem is None:
-            return
-        if len(specs) == len(traced) == 1 and len(specs[0].dims) == len(traced[0].dims) == 1 \
-                and specs[0].integer == traced[0].integer:
-            first = next((n for n in program.nodes if program.input_slot in n.inputs), None)
-            layer = first.owner if first is not None else type(self.model).__name__
-            shape = inputs.arrays[0].shape if inputs is not None else (None, specs[0].cols)
-            problem = (f"{where}: layer '{layer}' expects input with {traced[0].cols} "
-                       f"features, got array of shape {shape}")
-        raise ValueError(problem)
-
-    def _run_simple(self, task, X, Y, out):
-        state = RunState.for_task()
-        cfg = self._config.copy()
-        cfg.eval_batch = self.program.max_batch
-        with single_threaded_blas():
-            self.program.run(task, (X, Y, X, Y, np.zeros(0, np.int64)),
-                             self._no_training(cfg.row), state.row, self._best, np.zeros((1, 7)),
-                             out)
-        return state
-
-    def _no_training(self, cfg):
-        """The training arrays for tasks that take no optimizer step."""
-        none = np.zeros(0, dtype=np.float64)
-        return (cfg, self.optimizer.hyper_vector(), self.optimizer.state, self._reg_spans, none,
-                none, np.zeros(0, dtype=self.dtype))
-
-    def _outputs(self, data, what: str) -> np.ndarray:
-        """The raw outputs of ``data``; ``what`` (the method called) names it in errors."""
-        X = self._inference_input(data, what)
-        out = np.empty((len(X), self.program.output_cols), dtype=self.dtype)
-        self._run_simple(fields.TASK_PREDICT, X, self._empty(self.program.target_cols), out)
-        return out
-
-    def predict_outputs(self, X) -> np.ndarray:
-        """Raw network outputs ``(N, out_features)`` (logits for classification losses).
-
-        Needs no fit: the first call traces the model and lays it out for the parameters'
-        current values (fresh initial weights, :meth:`Module.load_weights`,
-        :meth:`load_checkpoint`, or a fit). Evaluation mode (dropout off, batch norm on its
-        running statistics), whatever ``model.training`` says; it is not changed.
-
-        Args:
-            X: ``(N, in_features)`` array, or a :class:`~nnjit.data.graph.Graph` /
-                :class:`~nnjit.data.full_batch.FullBatch` for graph models (every node's row).
-        """
-        return self._outputs(X, "predict_outputs")
-
-    def predict(self, X) -> np.ndarray:
-        """Class indices for classification losses, raw outputs for regression (no fit needed;
-        see :meth:`predict_outputs`)."""
-        out = self._outputs(X, "predict")
-        if self.loss.opcode == CrossEntropyLoss.opcode and out.shape[1] > 1:
-            return np.argmax(out, axis=1)
-        if self.loss.is_classification:  # binary logits: class 1 where the logit is positive
-            labels = (out > 0).astype(np.int64)
-            return labels[:, 0] if labels.shape[1] == 1 else labels
-        return out
-
-    def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities (softmax for cross-entropy, sigmoid for binary cross-entropy); no
-        fit needed (see :meth:`predict_outputs`)."""
-        if not self.loss.is_classification:
-            raise ValueError(f"predict_proba() needs a classification loss, but this trainer's "
-                             f"loss is {type(self.loss).__name__}; use predict() for its outputs")
-        logits = self._outputs(X, "predict_proba")
-        proba = np.empty_like(logits)
-        if self.loss.opcode == CrossEntropyLoss.opcode:
-            kl.softmax_rows(logits, proba)
-        else:
-            kl.sigmoid_all(logits, proba)
-        return proba
-
-    def evaluate(self, data, y=None) -> dict:
-        """Mean loss (and accuracy for classification) on a DataLoader or ``(X, y)``, or on a
-        graph's nodes: ``evaluate(graph, "test")`` (a mask name or bool array; every node when
-        omitted). No fit needed (see :meth:`predict_outputs`)."""
-        loader = (FullBatch(data, y) if isinstance(data, Graph)
-                  else as_loader(data, y, "evaluate"))
-        if isinstance(loader, FullBatch):
-            X = self._inference_input(loader, "evaluate")
-        else:
-            X = self._inference_input(loader.inputs if loader.inputs is not None else loader.X,
-                                      "evaluate", lambda k: loader.targets(self.loss, k,
-                                                                           self.dtype))
-        Y = loader.targets(self.loss, self.program.output_cols, self.dtype)
-        if Y.shape[1] != self.program.target_cols:
-            raise ValueError(f"evaluate: y has {Y.shape[1]} columns, the model was laid out for "
-                             f"{self.program.target_cols}")
-        state = self._run_simple(fields.TASK_EVALUATE, X, Y, self._empty(1))
-        n = state.val_n
-        result = {"loss": state.val_loss / n}
-        if self.loss.is_classification:
-            result["accuracy"] = state.val_correct / n
-        return result
-
-    def gradients(self, X, y=None) -> dict[str, np.ndarray]:
-        """Loss gradients of every parameter on ``(X, y)`` as one batch (no update).
-
-        Training mode, as a PyTorch forward after ``model.train()``: dropout is active and batch
-        norm normalises with the batch's statistics and updates its running ones. Returns copies
-        keyed by dotted parameter name (buffers take no gradient and are not listed).
-        """
-        if isinstance(X, Graph):  # y: the mask whose nodes the loss counts (default: all)
-            loader = FullBatch(X, y)
-            self._use_graph(loader)
-        else:
-            inputs = Inputs(X, "gradients: X")
-            loader = DataLoader(inputs, y, batch_size=inputs.n_rows, shuffle=False)
-            self._use_graph(None)
-        Xa = loader.features(self.dtype)
-        Y = self._compile(loader.input_specs, lambda k: loader.targets(self.loss, k, self.dtype),
-                          len(Xa), "gradients", inputs=loader.inputs)
-        check_batch_statistics(self.program, len(Xa), len(Xa), False, "gradients")
-        state = RunState.for_task()
-        with single_threaded_blas():
-            self.program.run(fields.TASK_GRADIENT, (Xa, Y, Xa, Y, np.arange(len(Xa))),
-                             self._no_training(self._cfg), state.row, self._best,
-                             np.zeros((1, 7)), self._empty(1))
-        self.last_loss_ = state.batch_loss / max(state.batch_count, 1.0)
-        return {n: np.array(p.grad, copy=True) for n, p in self.model.named_parameters()}
-
-    # -- checkpoints -----------------------------------------------------------------------------
-    def save_checkpoint(self, path, metadata: dict | None = None) -> None:
-        """Write weights, optimizer state (moments, step count), RNG and shuffle state, the fit
-        state (:meth:`fit_state`: epochs done, scheduler step, early-stopping counters, the
-        plateau rule, the best-weights snapshot) and the current fit's callback states to a
-        ``.nne`` file, with optional extra JSON ``metadata`` (e.g. the epoch).
-
-        Loading it and calling ``fit(..., epochs=N, initial_epoch=<epochs done>)`` continues
-        exactly where the fit was (bit for bit, same RNG and shuffle order)."""
-        from nnjit.train.checkpoint import write_checkpoint
-
-        rng = self.program.rng if self.program is not None else self._pending_rng
-        pending = self._resume  # loaded from a checkpoint and not fitted since: keep it
-        write_checkpoint(self.model, path, optimizer=self.optimizer, rng_state=rng,
-                         shuffle_order=self._perm, metadata=metadata,
-                         fit_state=pending["fit"] if pending is not None else self.fit_state(),
-                         callback_states=(pending["callbacks"] if pending is not None
-                                          else self.callback_states()))
-
-    def load_checkpoint(self, path) -> None:
-        """Restore what :meth:`save_checkpoint` wrote; the model must have the same shape.
-
-        The fit state and callback states are kept for the next ``fit(initial_epoch=...)``;
-        a file without them (older nnjit) loads too, and that fit then starts early stopping
-        and ReduceLROnPlateau afresh (the scheduler table still continues at
-        ``initial_epoch * steps_per_epoch``).
-
-        The file is untrusted: every field is checked (type, dtype, shape and range: the RNG
-        state is a valid generator state, the shuffle order a permutation, counters whole and
-        >= 0, ...) before anything changes, so a failed load leaves the trainer as it was.
-
-        Raises:
-            StateMismatchError: listing every missing, unexpected or mis-shaped parameter.
-            NNEFormatError: the file is not a valid ``.nne`` file, or a field of the checkpoint
-                is missing, of the wrong type, dtype or shape, or out of range, or the optimizer
-                state is another optimizer's; the message names the file and the field.
-            OSError: the file cannot be read (missing, permission denied).
-        """
-        from nnjit.io.nne import load_nne
-        from nnjit.train.checkpoint import read_checkpoint
-
-        saved = read_checkpoint(load_nne(path), self.model, self.optimizer)  # changes nothing
-        if self.program is None:  # not laid out: hold the file's values at the arena's precision
-            _promote_floats(self.model, self.dtype)
-        self.model.load_state_dict(saved.params, where=str(path))
-        if saved.optimizer_state is not None:
-            self.optimizer.state = np.array(saved.optimizer_state, dtype=self.dtype)
-            self.optimizer.iterations = saved.optimizer_iterations
-        if saved.shuffle_order is not None:
-            self._perm = np.array(saved.shuffle_order, dtype=np.int64)
-        if saved.rng_state is not None:
-            self._pending_rng = np.array(saved.rng_state, dtype=np.int64)
-            if self.program is not None:
-                self.program.rng[:] = self._pending_rng
-        self._resume = {"fit": saved.fit, "callbacks": saved.callbacks}
-
     def __repr__(self) -> str:
         return (f"Trainer(model={type(self.model).__name__}, optimizer={self.optimizer!r}, "
                 f"loss={self.loss!r}, regularizer={self.regularizer!r})")
 
 
 JITCompiler = Trainer
-
-_INFERENCE_BATCH = 256  # the largest batch a layout made for inference holds
-
-
-def _check_forward_arity(model: Module, n_inputs: int, where: str) -> None:
-    """Data with ``n_inputs`` arrays must match the positional arguments of ``forward``."""
-    cls = type(model)
-    names, required, varargs = _FORWARD_ARGS.get(cls) or _forward_args(cls)
-    if varargs or required <= n_inputs <= len(names):
-        return
-    takes = required if required == len(names) else f"{required} to {len(names)}"
-    given = "one array" if n_inputs == 1 else f"{n_inputs} arrays"
-    raise ValueError(f"{where}: {cls.__name__}.forward({', '.join(names)}) takes {takes} input"
-                     f"{'' if takes == 1 else 's'}, the data has {given} (pass a tuple of "
-                     "arrays, one per input, in forward's order)")
-
-
-_FORWARD_ARGS: dict[type, tuple] = {}  # (a trace checks it once; inspect costs ~20 us)
-
-
-def _forward_args(cls: type) -> tuple:
-    """``(positional names, how many are required, takes *args)`` of ``cls.forward``, after
-    ``self`` (and the seed engine's ``tape``)."""
-    import inspect
-
-    from nnjit.nn.module import _takes_tape
-
-    params = list(inspect.signature(cls.forward).parameters.values())[1:]  # (self)
-    if _takes_tape(cls):
-        params = params[1:]
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    args = _FORWARD_ARGS[cls] = (
-        tuple(p.name for p in positional), sum(p.default is p.empty for p in positional),
-        any(p.kind is p.VAR_POSITIONAL for p in params))
-    return args
-
-
-def _promote_floats(model: Module, dtype: np.dtype) -> None:
-    """Give ``model``'s float parameters and buffers the arena ``dtype`` before values are
-    loaded into them: a float64 trainer's model is often built in float32, and loading a float64
-    checkpoint into float32 arrays would round it before the layout copies it into the arena."""
-    for tensor in [*model.parameters(), *model.buffers()]:
-        if tensor.data.dtype.kind == "f" and tensor.data.dtype != dtype:
-            tensor.data = tensor.data.astype(dtype)
-
-
-def _refuse_graph_model(model: Module, what: str) -> None:
-    """A graph model traced on a plain array fails deep in its forward: say what to pass."""
-    from nnjit.nn.gnn.base import MessagePassing
-
-    for path, module in walk_modules(model):
-        if isinstance(module, MessagePassing):
-            layer = f"{type(module).__name__} '{path}'" if path else type(module).__name__
-            raise ValueError(f"{what}: {type(model).__name__} is a graph model (layer {layer}); "
-                             "pass the Graph (or a FullBatch of it), not an array")
-
 
 _NO_SPANS = np.zeros((0, 2), dtype=np.int64)  # no regularizer: no penalised spans
 

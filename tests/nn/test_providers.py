@@ -27,3 +27,10 @@ def test_a_method_whose_provider_is_not_imported_says_what_to_import(monkeypatch
 def test_an_unknown_implementation_is_refused():
     with pytest.raises(KeyError, match="unknown implementation 'fit'"):
         providers.provide("fit", print)
+
+
+def test_summary_needs_no_provider(monkeypatch):
+    """Module.summary traces with nnjit.nn.trace, in nn: no trainer is borrowed."""
+    monkeypatch.delitem(providers._IMPLEMENTATIONS, "inference_trainer")
+    text = nn.Sequential(nn.Linear(2, 3), nn.ReLU()).summary_str()
+    assert "(None, 3)" in text

@@ -1,5 +1,6 @@
-"""The compiled MLP programs nnjit.sklearn lends to fits: laid out as scikit-learn's layers,
-pooled by structure, never handed to a fit of another structure."""
+"""The compiled MLP programs nnjit.sklearn fits on: laid out as scikit-learn's layers through the
+layout service, reused from the one program cache by structure, never a program of another
+structure, and each fit with its own arena."""
 
 import dataclasses
 
@@ -7,8 +8,8 @@ import numpy as np
 import pytest
 
 pytest.importorskip("sklearn")
-from nnjit.sklearn import compiled_mlp  # noqa: E402
-from nnjit.sklearn.compiled_mlp import CompiledMLP, Structure, borrow  # noqa: E402
+from nnjit.engine import program_cache  # noqa: E402
+from nnjit.sklearn.compiled_mlp import CompiledMLP, Structure  # noqa: E402
 
 BASE = Structure((4, 6, 5, 3), "relu", "softmax", np.dtype(np.float64), 16)
 
@@ -25,24 +26,48 @@ def test_weights_round_trip_in_scikit_learns_layout():
         np.testing.assert_array_equal(mine, ref)
     # the penalised spans are the three weight matrices, not the biases
     assert net.reg_spans[:, 1].tolist() == [24, 30, 15]
+    for w, (off, n) in zip(net.weights, net.reg_spans):  # views of the program's arena
+        assert w.base is net.program.values and n == w.size
+
+
+def _counts():
+    return program_cache.stats["hits"], program_cache.stats["misses"]
 
 
 @pytest.mark.parametrize("change", [
     dict(layer_units=(4, 7, 5, 3)), dict(activation="tanh"), dict(out_activation="logistic"),
     dict(dtype=np.dtype(np.float32)), dict(batch_size=32)])
-def test_the_pool_never_lends_a_program_of_another_structure(change, monkeypatch):
-    monkeypatch.setattr(compiled_mlp, "_POOL", compiled_mlp.OrderedDict())
-    with borrow(BASE) as first:
-        pass
-    with borrow(BASE) as again:
-        assert again is first  # the same structure: the idle program comes back
+def test_the_program_cache_never_lends_a_layout_of_another_structure(change):
+    program_cache.clear()
+    first = CompiledMLP(BASE)
+    hits, misses = _counts()
+    again = CompiledMLP(BASE)  # the same structure: the cached layout, a fresh arena
+    assert _counts() == (hits + 1, misses)
+    assert again.program.records is first.program.records
+    assert again.program.values is not first.program.values
     other = dataclasses.replace(BASE, **change)
-    with borrow(other) as net:
-        assert net is not first and net.structure == other
-        assert net.program.dtype == other.dtype and net.program.max_batch == other.batch_size
+    net = CompiledMLP(other)
+    assert _counts() == (hits + 1, misses + 1)
+    assert net.program.dtype == other.dtype and net.program.max_batch == other.batch_size
+    assert net.program.n_features == other.layer_units[0]
 
 
-def test_concurrent_fits_borrow_separate_programs(monkeypatch):
-    monkeypatch.setattr(compiled_mlp, "_POOL", compiled_mlp.OrderedDict())
-    with borrow(BASE) as a, borrow(BASE) as b:
-        assert a is not b
+def test_a_cached_layout_fits_as_a_fresh_trace():
+    """The same fit on a cache hit and on a fresh trace: the same weights, bit for bit."""
+    from nnjit.sklearn import MLPClassifier
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 4)), rng.integers(0, 3, 40)
+
+    def fit():
+        est = MLPClassifier((6, 5), max_iter=5, batch_size=16, random_state=0,
+                            dtype=np.float64)
+        return est.fit(X, y).coefs_
+
+    program_cache.clear()
+    cold = fit()
+    hits = program_cache.stats["hits"]
+    warm = fit()
+    assert program_cache.stats["hits"] == hits + 1
+    for a, b in zip(cold, warm):
+        np.testing.assert_array_equal(a, b)
