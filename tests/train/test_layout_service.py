@@ -11,7 +11,8 @@ import pytest
 
 import nnjit as nn
 from nnjit.data.inputs import InputSpec
-from nnjit.engine import layout_service, program_cache
+from nnjit.engine import program_cache
+from nnjit.train import layout_service
 from nnjit.train.layout_service import Layout
 from nnjit.nn import trace as tracer
 
