@@ -83,7 +83,7 @@ def test_train_from_csv_regression(tmp_path, capsys):
                  "--root", str(tmp_path / "runs"), "-q"]) == 0
     out = capsys.readouterr().out
     assert "4 epochs" in out and "val_loss" in out and str(tmp_path) not in out
-    from nnjit.data.tabular import TabularEncoding
+    from nnjit.data.tabular_encoding import TabularEncoding
 
     encoding = TabularEncoding.load(tmp_path / "runs" / cfg.config_hash() / "encoding.json")
     assert encoding.feature_names == ("a", "b", "color=blue", "color=red")

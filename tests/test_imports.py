@@ -82,11 +82,7 @@ UPWARD_ALLOWLIST: set[tuple[str, str]] = {
 MAX_LINES = 600
 
 #: Product files (relative to the repository) longer than MAX_LINES today.
-LONG_FILE_ALLOWLIST: set[str] = {
-    # 607 lines; removed when the table's encoding (ColumnEncoding, TabularEncoding) gets a module
-    # of its own
-    "nnjit/data/tabular.py",
-}
+LONG_FILE_ALLOWLIST: set[str] = set()
 
 
 def _module_name(path: pathlib.Path) -> str:

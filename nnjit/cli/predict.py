@@ -2,7 +2,7 @@
 
 The model is rebuilt from the run config stored in the checkpoint's metadata (every checkpoint
 of a run carries it), its weights loaded, and the CSV rows encoded with the run's saved
-:class:`~nnjit.data.tabular.TabularEncoding` (column order, scaling, categories), so a
+:class:`~nnjit.data.tabular_encoding.TabularEncoding` (column order, scaling, categories), so a
 checkpoint file alone is enough. The output has one row per input row, in order: the predicted
 value (the class label for classification) and, for classification, one probability column per
 class.
@@ -50,7 +50,7 @@ def resolve_checkpoint(source: str, phase: str | None, root) -> tuple[str, str]:
 
 def checkpoint_contents(path: str, name: str):
     """``(nne file, RunConfig, TabularEncoding)`` from a run checkpoint's metadata, checked."""
-    from nnjit.data.tabular import TabularEncoding
+    from nnjit.data.tabular_encoding import TabularEncoding
     from nnjit.experiment import RunConfig
     from nnjit.train.checkpoint import ENCODING, RUN_CONFIG
     from nnjit.io.nne import NNEFormatError, load_nne

@@ -31,18 +31,12 @@ are C-contiguous float32 arrays of shape ``(n, len(feature_names))``. With ``val
 ``test=0``) that part is an empty array with 0 rows.
 
 The encoding alone (column order, means and scales, categories, classes) is a
-:class:`TabularEncoding` (``ds.encoding``): ``state()`` is a small JSON-able dict,
-``TabularEncoding.from_state`` checks one read back from a file (untrusted: types, lengths,
-finite numbers), and ``transform`` applies it to new rows. A run trained on a CSV saves it as
-``encoding.json`` and in its checkpoints, so ``nnjit predict`` can score new CSV rows.
+:class:`~nnjit.data.tabular_encoding.TabularEncoding` (``ds.encoding``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
-import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -50,229 +44,18 @@ import pandas as pd
 
 from nnjit.checks import Int, Real
 from nnjit.data.split import Split, split_rows
-
-TASKS = ("classification", "regression")
-#: ``TabularEncoding.state()["format"]``; ``version`` is :data:`ENCODING_VERSION`.
-ENCODING_FORMAT = "nnjit.tabular_encoding"
-ENCODING_VERSION = 1
-#: Largest ``encoding.json`` read back (an encoding of thousands of categories is a few MB).
-MAX_ENCODING_BYTES = 64 * 2**20
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class ColumnEncoding:
-    """How one input column becomes feature columns (learned from the training part).
-
-    ``kind`` is ``'numeric'`` (one output column: ``(x - mean) / scale``) or ``'categorical'``
-    (one output column per entry of ``categories``; an unseen value gives all zeros).
-    """
-
-    name: object
-    kind: str
-    mean: float = 0.0
-    scale: float = 1.0
-    categories: tuple = ()
-
-    @property
-    def output_names(self) -> tuple[str, ...]:
-        if self.kind == "numeric":
-            return (str(self.name),)
-        return tuple(f"{self.name}={value}" for value in self.categories)
-
-    def encode(self, column: pd.Series, out: np.ndarray, unseen: str = "zeros") -> None:
-        """Write the encoded ``column`` into ``out`` (shape ``(n, len(output_names))``); a
-        category not in ``categories`` gives zeros, or a ValueError with ``unseen="error"``."""
-        if self.kind == "numeric":
-            values = _numeric_values(column, self.name)
-            out[:, 0] = (values - self.mean) / self.scale
-            return
-        values = column.astype(object).to_numpy()
-        codes = pd.Index(list(self.categories), dtype=object).get_indexer(values)
-        seen = codes >= 0
-        if unseen == "error" and not seen.all():
-            row = int(np.flatnonzero(~seen)[0])
-            others = len(pd.unique(values[~seen])) - 1
-            raise ValueError(
-                f"column {self.name!r} has the category {values[row]!r} (row {row}"
-                f"{f', and {others} other unseen values' if others else ''}), which the "
-                f"training rows did not have; known: {_shown(self.categories)}")
-        out[np.flatnonzero(seen), codes[seen]] = 1.0
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class TabularEncoding:
-    """How rows of a table become model inputs, and class indices become labels: what a
-    :class:`TabularDataset` learned from its training part.
-
-    Attributes:
-        columns: one :class:`ColumnEncoding` per input column, in ``X`` column order.
-        task: ``'classification'`` or ``'regression'``.
-        target: the target column name (a tuple of names for multi-target regression).
-        classes: the original label of each class index; ``None`` for regression.
-
-    ``state()`` / ``from_state()`` convert it to and from a small JSON-able dict (what
-    ``encoding.json`` in a run folder holds); ``save`` / ``load`` write and read that file.
-    """
-
-    columns: tuple[ColumnEncoding, ...]
-    task: str
-    target: object
-    classes: tuple | None
-
-    @property
-    def features(self) -> tuple:
-        """The input column names, in order."""
-        return tuple(c.name for c in self.columns)
-
-    @property
-    def feature_names(self) -> tuple[str, ...]:
-        """Output column names after one-hot encoding, in ``X`` column order."""
-        return tuple(n for c in self.columns for n in c.output_names)
-
-    def transform(self, df: pd.DataFrame, unseen: str = "error") -> np.ndarray:
-        """Encode new rows as the training rows were: float32 ``(len(df), len(feature_names))``.
-
-        ``df`` must hold every input column, in any order; other columns (the target, an id...)
-        are ignored. A missing value, a numeric column holding text, or (with ``unseen="error"``)
-        a category the training rows did not have is a ValueError naming the column (and the
-        value); ``unseen="zeros"`` encodes such a category as all zeros instead.
-        """
-        if unseen not in ("error", "zeros"):
-            raise ValueError(f"transform: unseen must be 'error' or 'zeros', got {unseen!r}")
-        if not isinstance(df, pd.DataFrame):
-            raise TypeError(f"transform: df must be a pandas DataFrame, got {type(df).__name__}")
-        _check_columns(df, self.features, (), where="transform")
-        _check_missing(df, list(self.features), where="transform")
-        for enc in self.columns:
-            if enc.kind == "numeric":
-                _column_kind(df[enc.name], enc.name, expect="numeric", where="transform")
-        try:
-            return _encode(df, self.columns, len(self.feature_names), unseen)
-        except ValueError as e:
-            raise ValueError(f"transform: {e}") from None
-
-    def decode_labels(self, y) -> np.ndarray:
-        """Class indices (or ``(n, C)`` scores: argmax) back to the original labels."""
-        if self.task != "classification":
-            raise ValueError("decode_labels: only for task='classification'")
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] > 1:
-            y = y.argmax(axis=1)
-        y = y.reshape(-1).astype(np.int64)
-        if y.size and (y.min() < 0 or y.max() >= len(self.classes)):
-            raise ValueError(f"decode_labels: class indices must be in 0..{len(self.classes) - 1}"
-                             f", got {y.min()}..{y.max()}")
-        return np.asarray(self.classes, dtype=object)[y]
-
-    # ------------------------------------------------------------------------- serialising
-    def state(self) -> dict:
-        """A JSON-able dict (names, numbers, category values: strings, ints, finite floats,
-        booleans); ValueError naming the column when a value cannot be stored in JSON."""
-        columns = []
-        for c in self.columns:
-            _check_scalar(c.name, f"column name {c.name!r}", names=True)
-            if c.kind == "numeric":
-                columns.append({"name": c.name, "kind": c.kind, "mean": float(c.mean),
-                                "scale": float(c.scale)})
-            else:
-                for value in c.categories:
-                    _check_scalar(value, f"column {c.name!r}: category {value!r}")
-                columns.append({"name": c.name, "kind": c.kind,
-                                "categories": list(c.categories)})
-        classes = None
-        if self.classes is not None:
-            for value in self.classes:
-                _check_scalar(value, f"class label {value!r}")
-            classes = list(self.classes)
-        target = list(self.target) if isinstance(self.target, tuple) else self.target
-        return {"format": ENCODING_FORMAT, "version": ENCODING_VERSION, "task": self.task,
-                "target": target, "classes": classes, "columns": columns}
-
-    @classmethod
-    def from_state(cls, state, where: str = "encoding") -> "TabularEncoding":
-        """Rebuild an encoding from :meth:`state`'s dict, checking every field (it may come
-        from an untrusted file); ValueError naming ``where`` and the field at fault."""
-        def fail(message):
-            return ValueError(f"{where}: {message}")
-
-        _expect_keys(state, {"format", "version", "task", "target", "classes", "columns"}, where)
-        if state["format"] != ENCODING_FORMAT or state["version"] != ENCODING_VERSION:
-            raise fail(f"not an nnjit tabular encoding of version {ENCODING_VERSION} (format "
-                       f"{state['format']!r}, version {state['version']!r})")
-        task = state["task"]
-        if task not in TASKS:
-            raise fail(f"task must be one of {TASKS}, got {task!r}")
-        target = state["target"]
-        if isinstance(target, list):
-            if task != "regression" or not target:
-                raise fail("a list target needs task 'regression' and at least one name")
-            for name in target:
-                _check_scalar(name, "target name", where, names=True)
-            target = tuple(target)
-        else:
-            _check_scalar(target, "target name", where, names=True)
-        classes = state["classes"]
-        if task == "classification":
-            if not isinstance(classes, list) or not classes:
-                raise fail("classes must be a non-empty list for classification")
-            for value in classes:
-                _check_scalar(value, "class label", where)
-            _check_unique(classes, "classes", where)
-            classes = tuple(classes)
-        elif classes is not None:
-            raise fail("classes must be null for regression")
-        columns = state["columns"]
-        if not isinstance(columns, list) or not columns:
-            raise fail("columns must be a non-empty list")
-        encodings = []
-        for i, col in enumerate(columns):
-            at = f"{where}: columns[{i}]"
-            if not isinstance(col, dict) or col.get("kind") not in ("numeric", "categorical"):
-                raise ValueError(f"{at}: expected an object with kind 'numeric' or "
-                                 "'categorical'")
-            if col["kind"] == "numeric":
-                _expect_keys(col, {"name", "kind", "mean", "scale"}, at)
-                mean, scale = (_finite(col[k], f"{at}.{k}") for k in ("mean", "scale"))
-                if scale <= 0.0:
-                    raise ValueError(f"{at}.scale must be > 0, got {scale}")
-                _check_scalar(col["name"], "name", at, names=True)
-                encodings.append(ColumnEncoding(col["name"], "numeric", mean, scale))
-            else:
-                _expect_keys(col, {"name", "kind", "categories"}, at)
-                _check_scalar(col["name"], "name", at, names=True)
-                categories = col["categories"]
-                if not isinstance(categories, list) or not categories:
-                    raise ValueError(f"{at}.categories must be a non-empty list")
-                for value in categories:
-                    _check_scalar(value, "category", at)
-                _check_unique(categories, f"columns[{i}].categories", where)
-                encodings.append(ColumnEncoding(col["name"], "categorical",
-                                                categories=tuple(categories)))
-        _check_unique([c.name for c in encodings], "column names", where)
-        targets = target if isinstance(target, tuple) else (target,)
-        both = [t for t in targets if t in {c.name for c in encodings}]
-        if both:
-            raise fail(f"columns both feature and target: {both}")
-        return cls(columns=tuple(encodings), task=task, target=target, classes=classes)
-
-    def save(self, path) -> None:
-        """Write :meth:`state` as JSON to ``path`` atomically."""
-        from nnjit.io.atomic import atomic_write_text
-
-        atomic_write_text(path, json.dumps(self.state(), indent=1, allow_nan=False) + "\n")
-
-    @classmethod
-    def load(cls, path) -> "TabularEncoding":
-        """Read a file written by :meth:`save` (checked by :meth:`from_state`)."""
-        where = os.fspath(path)
-        if os.path.getsize(path) > MAX_ENCODING_BYTES:
-            raise ValueError(f"{where}: larger than {MAX_ENCODING_BYTES} bytes; not an encoding")
-        try:
-            with open(path, encoding="utf-8") as fh:
-                state = json.load(fh, parse_constant=_reject_constant)
-        except ValueError as e:  # not UTF-8, not JSON, NaN / Infinity
-            raise ValueError(f"{where}: not a JSON encoding file ({e})") from None
-        return cls.from_state(state, where)
+from nnjit.data.tabular_encoding import (
+    TASKS,
+    ColumnEncoding,
+    TabularEncoding,
+    check_columns,
+    check_missing,
+    column_kind,
+    encode_columns,
+    learn_encoding,
+    numeric_values,
+    ordered_unique,
+)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -339,26 +122,26 @@ class TabularDataset(Split):
 
         targets = _target_names(target, task)
         features = _feature_names(df, features, targets)
-        _check_columns(df, features, targets)
+        check_columns(df, features, targets)
         if len(df) == 0:
             raise ValueError("TabularDataset: the DataFrame has no rows")
-        _check_missing(df, list(features) + list(targets))
-        kinds = {name: _column_kind(df[name], name) for name in features}
+        check_missing(df, list(features) + list(targets))
+        kinds = {name: column_kind(df[name], name) for name in features}
 
         classes = None
         if task == "classification":
             classes, y_all = _encode_classes(df[targets[0]])
             parts = split_rows(len(df), val, test, seed, y_all, len(classes), "TabularDataset")
         else:
-            y_all = np.stack([_numeric_values(df[name], name, "target") for name in targets],
+            y_all = np.stack([numeric_values(df[name], name, "target") for name in targets],
                              axis=1).astype(np.float32)
             parts = split_rows(len(df), val, test, seed, where="TabularDataset")
         train_rows, val_rows, test_rows = parts
 
         train_df = df.iloc[train_rows]
-        encodings = tuple(_learn_encoding(train_df[name], name, kinds[name]) for name in features)
+        encodings = tuple(learn_encoding(train_df[name], name, kinds[name]) for name in features)
         feature_names = tuple(n for enc in encodings for n in enc.output_names)
-        X_all = _encode(df, encodings, len(feature_names))
+        X_all = encode_columns(df, encodings, len(feature_names))
         return cls(
             X_train=X_all[train_rows], y_train=y_all[train_rows],
             X_val=X_all[val_rows], y_val=y_all[val_rows],
@@ -401,14 +184,14 @@ class TabularDataset(Split):
         """
         targets = self.target if isinstance(self.target, tuple) else (self.target,)
         if isinstance(values, pd.DataFrame):
-            _check_columns(values, (), targets, where="transform_target")
+            check_columns(values, (), targets, where="transform_target")
             frame = values[list(targets)]
         else:
             arr = np.asarray(values, dtype=object if self.task == "classification" else None)
             frame = pd.DataFrame(arr.reshape(len(arr), -1), columns=list(targets))
-        _check_missing(frame, list(targets), where="transform_target")
+        check_missing(frame, list(targets), where="transform_target")
         if self.task == "regression":
-            return np.stack([_numeric_values(frame[t], t, "target") for t in targets],
+            return np.stack([numeric_values(frame[t], t, "target") for t in targets],
                             axis=1).astype(np.float32)
         labels = frame[targets[0]].astype(object).to_numpy()
         codes = pd.Index(list(self.classes), dtype=object).get_indexer(labels)
@@ -430,46 +213,6 @@ class TabularDataset(Split):
 
 
 # ---------------------------------------------------------------------------------- checks
-def _shown(values, limit: int = 20) -> str:
-    values = list(values)
-    return ", ".join(map(repr, values[:limit])) + (", ..." if len(values) > limit else "")
-
-
-def _check_scalar(value, what: str, where: str | None = None, names: bool = False) -> None:
-    """ValueError unless ``value`` is a string, an int (names: string or int only), a finite
-    float or a bool: what JSON stores and reads back as the same Python value."""
-    allowed = (str, int) if names else (str, int, float)
-    ok = (isinstance(value, allowed) and not (names and isinstance(value, bool))) and not (
-        isinstance(value, float) and not math.isfinite(value))
-    if not ok:
-        kind = "a string or an int" if names else "a string, an int, a finite float or a bool"
-        prefix = f"{where}: " if where else "cannot store the encoding: "
-        raise ValueError(f"{prefix}{what} must be {kind}, got {type(value).__name__} "
-                         f"{value!r}"[:300])
-
-
-def _check_unique(values: list, what: str, where: str) -> None:
-    keys = [(type(v).__name__ if isinstance(v, bool) else "", v) for v in values]
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"{where}: {what} repeat")
-
-
-def _expect_keys(value, keys: set, where: str) -> None:
-    if not isinstance(value, dict):
-        raise ValueError(f"{where}: expected a JSON object, got {type(value).__name__}")
-    if set(value) != keys:
-        missing, extra = sorted(keys - set(value)), sorted(map(str, set(value) - keys))
-        raise ValueError(f"{where}: expected the fields {sorted(keys)}"
-                         f"{f'; missing {missing}' if missing else ''}"
-                         f"{f'; unexpected {extra}' if extra else ''}")
-
-
-def _finite(value, where: str) -> float:
-    return Real(says="a finite number").check(where, value)
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"{name} is not a finite number")
 
 
 def _is_list(value) -> bool:
@@ -515,93 +258,10 @@ def _feature_names(df: pd.DataFrame, features, targets: tuple) -> tuple:
     return names
 
 
-def _check_columns(df: pd.DataFrame, features, targets, where: str = "TabularDataset") -> None:
-    if not df.columns.is_unique:
-        dup = sorted({str(c) for c in df.columns[df.columns.duplicated()]})
-        raise ValueError(f"{where}: the DataFrame has duplicate column names: {dup}")
-    unknown = [n for n in list(features) + list(targets) if n not in df.columns]
-    if unknown:
-        available = [str(c) for c in df.columns]
-        shown = available[:30] + (["..."] if len(available) > 30 else [])
-        raise ValueError(f"{where}: unknown columns {unknown}; the DataFrame has {shown}")
-
-
-def _check_missing(df: pd.DataFrame, columns: list, where: str = "TabularDataset") -> None:
-    counts = df[columns].isna().sum()
-    bad = [(name, int(n)) for name, n in zip(columns, counts.to_numpy()) if n]
-    if bad:
-        listed = ", ".join(f"{name!s} ({n} of {len(df)})" for name, n in bad)
-        raise ValueError(f"{where}: missing values (NaN/None) in columns: {listed}. nnjit does "
-                         f"not impute: drop or fill them first (df.dropna(subset=...), "
-                         f"df.fillna(...))")
-
-
-def _column_kind(column: pd.Series, name, expect: str | None = None,
-                 where: str = "TabularDataset") -> str:
-    dtype = column.dtype
-    if isinstance(dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(dtype) or (
-            pd.api.types.is_object_dtype(dtype) or pd.api.types.is_string_dtype(dtype)):
-        kind = "categorical"
-    elif pd.api.types.is_numeric_dtype(dtype) and not pd.api.types.is_complex_dtype(dtype):
-        kind = "numeric"
-    else:
-        raise ValueError(f"{where}: column {name!r} has unsupported dtype {dtype} (numbers, "
-                         f"strings, categories and booleans are supported)")
-    if expect is not None and kind != expect:
-        raise ValueError(f"{where}: column {name!r} was {expect} in training, got dtype {dtype}")
-    return kind
-
-
-def _numeric_values(column: pd.Series, name, role: str = "feature") -> np.ndarray:
-    try:
-        values = column.to_numpy(dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{role} column {name!r} must be numeric, got dtype "
-                         f"{column.dtype}") from exc
-    bad = ~np.isfinite(values)
-    if bad.any():
-        raise ValueError(f"{role} column {name!r} has {int(bad.sum())} infinite values "
-                         f"(first at row {int(np.flatnonzero(bad)[0])})")
-    return values
-
-
 # -------------------------------------------------------------------------------- encoding
-def _ordered_unique(column: pd.Series) -> list:
-    """Distinct values: a category dtype's order, else sorted, else first appearance."""
-    if isinstance(column.dtype, pd.CategoricalDtype):
-        present = set(column.unique().tolist())
-        return [c for c in column.dtype.categories.tolist() if c in present]
-    values = [v.item() if isinstance(v, np.generic) else v
-              for v in pd.unique(column.astype(object).to_numpy())]
-    try:
-        return sorted(values)
-    except TypeError:
-        return values
-
-
-def _learn_encoding(column: pd.Series, name, kind: str) -> ColumnEncoding:
-    if kind == "categorical":
-        return ColumnEncoding(name=name, kind=kind, categories=tuple(_ordered_unique(column)))
-    values = _numeric_values(column, name)
-    mean = float(values.mean())
-    std = float(values.std())
-    return ColumnEncoding(name=name, kind=kind, mean=mean, scale=std if std > 0.0 else 1.0)
-
-
-def _encode(df: pd.DataFrame, encodings: tuple[ColumnEncoding, ...], width: int,
-            unseen: str = "zeros") -> np.ndarray:
-    X = np.zeros((len(df), width), dtype=np.float32)
-    start = 0
-    for enc in encodings:
-        stop = start + len(enc.output_names)
-        block = np.zeros((len(df), stop - start), dtype=np.float64)
-        enc.encode(df[enc.name], block, unseen)
-        X[:, start:stop] = block
-        start = stop
-    return X
 
 
 def _encode_classes(column: pd.Series) -> tuple[tuple, np.ndarray]:
-    classes = _ordered_unique(column)
+    classes = ordered_unique(column)
     codes = pd.Index(classes, dtype=object).get_indexer(column.astype(object).to_numpy())
     return tuple(classes), codes.astype(np.int64)

@@ -355,9 +355,9 @@ class Run:
         return metadata_epoch(load_nne(self.checkpoint(phase)))
 
     def encoding(self):
-        """The run's :class:`~nnjit.data.tabular.TabularEncoding` (``encoding.json``), or None
+        """The run's :class:`~nnjit.data.tabular_encoding.TabularEncoding` (``encoding.json``), or None
         when it was not trained on a table."""
-        from nnjit.data.tabular import TabularEncoding
+        from nnjit.data.tabular_encoding import TabularEncoding
 
         path = self.path / "encoding.json"
         return TabularEncoding.load(path) if path.is_file() else None

@@ -65,7 +65,7 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
         log_batches: also write a row per training batch to ``idps.csv``
             (:meth:`Run.batch_history`).
         metadata: extra entries for ``metadata.yaml``.
-        encoding: the :class:`~nnjit.data.tabular.TabularEncoding` that made ``X`` from a
+        encoding: the :class:`~nnjit.data.tabular_encoding.TabularEncoding` that made ``X`` from a
             table (``TabularDataset.encoding``): saved as ``encoding.json`` and in every
             checkpoint, so new rows can be encoded the same way (``nnjit predict``). A resumed
             run keeps its saved one (a different one is a ValueError).

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from nnjit.data.loader import DataLoader
-from nnjit.data.tabular import TabularDataset, TabularEncoding
+from nnjit.data.tabular import TabularDataset
+from nnjit.data.tabular_encoding import TabularEncoding
 
 
 def _frame(n=200, seed=0):

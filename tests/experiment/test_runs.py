@@ -234,7 +234,8 @@ def test_per_batch_rows_in_idps(tmp_path):
 
 
 def test_a_table_runs_encoding_is_saved_in_the_folder_and_every_checkpoint(tmp_path):
-    from nnjit.data.tabular import TabularDataset, TabularEncoding
+    from nnjit.data.tabular import TabularDataset
+    from nnjit.data.tabular_encoding import TabularEncoding
     from nnjit.io.nne import load_nne
 
     rng = np.random.default_rng(0)
