@@ -111,29 +111,30 @@ def _time_allreduce(mpi, n: int, calls: int) -> float:
     from nnjit.distributed import mpi_step
     from nnjit.kernels.clock import monotonic_ns
     from nnjit.engine import fields
+    from nnjit.engine.run_options import RunOptions
 
     allreduce = mpi_step._allreduce
 
     import numba
 
     @numba.njit(nogil=True)
-    def loop(block, layout, calls):
+    def loop(block, cfg, calls):
+        in_place = np.int64(cfg[fields.C_MPI_IN_PLACE])
+        datatype, op = np.int64(cfg[fields.C_MPI_DATATYPE]), np.int64(cfg[fields.C_MPI_SUM])
+        comm = np.int64(cfg[fields.C_MPI_COMM])
         for _ in range(5):
-            allreduce(layout[fields.L_MPI_IN_PLACE], block.ctypes.data, block.size,
-                      layout[fields.L_MPI_DATATYPE], layout[fields.L_MPI_SUM],
-                      layout[fields.L_MPI_COMM])
+            allreduce(in_place, block.ctypes.data, block.size, datatype, op, comm)
         t0 = monotonic_ns()
         for _ in range(calls):
-            allreduce(layout[fields.L_MPI_IN_PLACE], block.ctypes.data, block.size,
-                      layout[fields.L_MPI_DATATYPE], layout[fields.L_MPI_SUM],
-                      layout[fields.L_MPI_COMM])
+            allreduce(in_place, block.ctypes.data, block.size, datatype, op, comm)
         return (monotonic_ns() - t0) * 1e-9 / calls
 
-    layout = np.zeros(fields.LAYOUT_HEAD, dtype=np.int64)
-    layout[fields.L_MPI_RANKS : fields.L_MPI_ALLREDUCE_NS + 1] = mpi.layout_fields(np.float32)
+    # the handles as a data-parallel fit's options carry them (its config row)
+    cfg = RunOptions(task=fields.TASK_FIT, batch=1, eval_batch=1, dense_mode=0,
+                     mpi=mpi.run_option(np.float32)).config_row()
     block = np.zeros(n, dtype=np.float32)  # (zeros: sums stay finite over any number of calls)
     mpi.barrier()
-    return float(loop(block, layout, calls))
+    return float(loop(block, cfg, calls))
 
 
 # -- the parent ----------------------------------------------------------------------------------

@@ -14,11 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from nnjit.checks import Bool, Int
-from nnjit.engine.fields import (INPUT_COLUMNS, INPUT_ENTRY_WIDTH, INPUT_SLOT, L_AUG_SLOT, L_AUG_W,
-                                 LAYOUT_HEAD)
-
-# The layout's L_AUG_SLOT..L_AUG_W fields of a fit without augmentation.
-NO_AUGMENTATION = (-1, 0, 0, 0, 0, 0)
+from nnjit.engine.fields import INPUT_COLUMNS, INPUT_ENTRY_WIDTH, INPUT_SLOT, LAYOUT_HEAD
+from nnjit.engine.run_options import Augmentation
 
 
 @dataclass(frozen=True)
@@ -65,14 +62,14 @@ def check_augment(augment, image_dims, where: str) -> Augment | None:
     return augment
 
 
-def augmentation_fields(loader, layout: np.ndarray, input_dims=None) -> tuple:
-    """The ``L_AUG_SLOT..L_AUG_W`` fields of a program's ``layout`` vector for a fit on
-    ``loader``: augment the model's first input (its layout entry: slot and values per row),
-    whose rows must be the loader's images (read as ``input_dims`` when the traced input's
-    dims are known). :data:`NO_AUGMENTATION` when the loader does not augment."""
+def augmentation_for(loader, layout: np.ndarray, input_dims=None) -> Augmentation | None:
+    """The run option (:class:`~nnjit.engine.run_options.Augmentation`) of a fit on ``loader``
+    by a program with ``layout``: augment the model's first input (its layout entry: slot and
+    values per row), whose rows must be the loader's images (read as ``input_dims`` when the
+    traced input's dims are known). None when the loader does not augment."""
     augment = getattr(loader, "augment", None)
     if augment is None or not augment.active:
-        return NO_AUGMENTATION
+        return None
     C, H, W = loader.image_dims
     entry = layout[LAYOUT_HEAD : LAYOUT_HEAD + INPUT_ENTRY_WIDTH]
     cols = int(entry[INPUT_COLUMNS])
@@ -82,9 +79,5 @@ def augmentation_fields(loader, layout: np.ndarray, input_dims=None) -> tuple:
     if input_dims is not None and len(input_dims) > 1 and tuple(input_dims) != (C, H, W):
         raise ValueError(f"fit: augment needs the model's first input to be the images "
                          f"(C, H, W) = {(C, H, W)}, but it reads its rows as {tuple(input_dims)}")
-    return (int(entry[INPUT_SLOT]), augment.crop_padding, int(augment.horizontal_flip), C, H, W)
-
-
-def set_augmentation(layout: np.ndarray, values) -> None:
-    """Write the ``L_AUG_*`` fields of a program's ``layout`` vector."""
-    layout[L_AUG_SLOT : L_AUG_W + 1] = values
+    return Augmentation(slot=int(entry[INPUT_SLOT]), pad=augment.crop_padding,
+                        flip=augment.horizontal_flip, channels=C, height=H, width=W)

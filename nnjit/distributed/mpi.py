@@ -17,6 +17,7 @@ import zlib
 import numpy as np
 
 from nnjit.engine import fields
+from nnjit.engine.run_options import MPIRun
 
 _MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK", "MPI_LOCALNRANKS")
 
@@ -121,22 +122,19 @@ class MPI:
     def barrier(self) -> None:
         self.comm.Barrier()
 
-    def layout_fields(self, dtype) -> tuple:
-        """The ``L_MPI_*`` fields of a program's layout vector for a fit in ``dtype``."""
+    def run_option(self, dtype) -> MPIRun:
+        """The ``mpi`` run option (:class:`~nnjit.engine.run_options.MPIRun`) of a fit in
+        ``dtype`` over this communicator: its runs call the MPI hooks with these handles."""
         mpi = self._mpi
         datatype = mpi.FLOAT if np.dtype(dtype) == np.float32 else mpi.DOUBLE
-        return (self.size, self.rank, mpi._handleof(self.comm), mpi._handleof(datatype),
-                mpi._handleof(mpi.DOUBLE), mpi._handleof(mpi.SUM), int(mpi.IN_PLACE), 0)
+        return MPIRun(ranks=self.size, rank=self.rank, comm=mpi._handleof(self.comm),
+                      datatype=mpi._handleof(datatype), double=mpi._handleof(mpi.DOUBLE),
+                      sum=mpi._handleof(mpi.SUM), in_place=int(mpi.IN_PLACE))
 
-    def begin_fit(self, layout: np.ndarray, dtype) -> None:
-        """Point a program's layout vector at this communicator: the next run is the MPI build's."""
-        layout[fields.L_MPI_RANKS : fields.L_MPI_ALLREDUCE_NS + 1] = self.layout_fields(dtype)
-
-    def end_fit(self, layout: np.ndarray) -> None:
-        """Keep the fit's Allreduce time (:attr:`allreduce_seconds`) and clear the fields, so
-        the program's next run (predict, a single-process fit) is its plain build again."""
-        self.allreduce_seconds = float(layout[fields.L_MPI_ALLREDUCE_NS]) * 1e-9
-        layout[fields.L_MPI_RANKS : fields.L_MPI_ALLREDUCE_NS + 1] = 0
+    def record_fit(self, state: np.ndarray) -> None:
+        """Keep the Allreduce time of the fit whose run state row is ``state``
+        (:attr:`allreduce_seconds`)."""
+        self.allreduce_seconds = float(state[fields.ST_ALLREDUCE_NS]) * 1e-9
 
     def check_fit(self, program, X, Y, batch_size: int, drop_last: bool, augmented: bool,
                   graph: bool, seed: int) -> None:

@@ -15,15 +15,15 @@ import numpy as np
 from numba.extending import overload
 
 from nnjit.engine.fields import (
+    C_AUG_C,
+    C_AUG_FLIP,
+    C_AUG_H,
+    C_AUG_PAD,
+    C_AUG_SLOT,
+    C_AUG_W,
     INPUT_ENTRY_WIDTH,
     INPUT_FIRST_COLUMN,
     INPUT_SLOT,
-    L_AUG_C,
-    L_AUG_FLIP,
-    L_AUG_H,
-    L_AUG_PAD,
-    L_AUG_SLOT,
-    L_AUG_W,
     L_N_INPUTS,
     L_TARGET,
     LAYOUT_HEAD,
@@ -80,7 +80,7 @@ def load_columns(src, perm, use_perm, start, rows, first, dst):
 
 @jit(inline="always")
 def load_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots, layout,
-              gdata, rng):
+              cfg, gdata, rng):
     """Copy a job's rows of X (and Y) into the input (and target) slots; returns the batch rows.
 
     A build whose op families supply a job loader (the graph family's
@@ -98,17 +98,17 @@ def load_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, s
 
 @jit(inline="always")
 def load_augmented_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots,
-                        layout, gdata, rng):
+                        layout, cfg, gdata, rng):
     """:func:`load_rows`, then the augmentation (random crop, flip) of a fit's training batches:
-    the job loader of the builds for fits with augmentation (an MLP's build does not compile it).
+    the job loader of the runs with augmentation (an MLP's runs do not compile it).
 
     ``use_perm`` is True exactly for a fit's training batches (never validation, evaluate,
-    predict or gradients); Python sets the ``L_AUG_*`` fields per fit.
+    predict or gradients); the run's options set the ``C_AUG_*`` fields of ``cfg``.
     """
     rows = load_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots,
-                     layout, gdata, rng)
-    if use_perm and layout[L_AUG_SLOT] >= 0:
-        augment_rows(slot_view(values, slots, layout[L_AUG_SLOT], rows), rows, layout[L_AUG_C],
-                     layout[L_AUG_H], layout[L_AUG_W], layout[L_AUG_PAD], layout[L_AUG_FLIP] != 0,
-                     rng)
+                     layout, cfg, gdata, rng)
+    if use_perm and cfg[C_AUG_SLOT] >= 0:
+        augment_rows(slot_view(values, slots, int(cfg[C_AUG_SLOT]), rows), rows,
+                     int(cfg[C_AUG_C]), int(cfg[C_AUG_H]), int(cfg[C_AUG_W]),
+                     int(cfg[C_AUG_PAD]), cfg[C_AUG_FLIP] != 0, rng)
     return rows

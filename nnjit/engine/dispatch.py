@@ -45,6 +45,7 @@ _F64 = types.Array(types.float64, 1, "C")
 _I64_1D = types.Array(types.int64, 1, "C")
 _I64_2D = types.Array(types.int64, 2, "C")
 _I32_2D = types.Array(types.int32, 2, "C")
+_CFG = types.Array(types.float64, 1, "C", readonly=True)  # RunOptions.config_row()
 
 
 def arena_type(dtype) -> types.Array:
@@ -136,16 +137,19 @@ def family_entry(family: OpFamily) -> Entry:
 # -- job loaders ---------------------------------------------------------------------------------
 def loader_signature(dtype, data_types):
     """``rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots, layout,
-    gdata, rng)`` for X, Y and perm of ``data_types`` (their numba types)."""
+    cfg, gdata, rng)`` for X, Y and perm of ``data_types`` (their numba types); ``cfg`` is the
+    run's read-only config row (a fit's augmentation). The interpreter's call and the graph
+    family's loader (:func:`nnjit.graph.sampled_batch.load_graph_job`) pass exactly these: a
+    mismatch returns status BAD_TABLE instead of calling."""
     x_type, y_type, perm_type = data_types
     return _INT(x_type, y_type, perm_type, types.boolean, _INT, _INT, types.boolean,
-                arena_type(dtype), _I64_2D, _I64_1D, _I64_1D, _I64_1D)
+                arena_type(dtype), _I64_2D, _I64_1D, _CFG, _I64_1D, _I64_1D)
 
 
 def _load_job(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots, layout,
-              gdata, rng):
+              cfg, gdata, rng):
     return _loader(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots,
-                   layout, gdata, rng)
+                   layout, cfg, gdata, rng)
 
 
 _loader = load_rows  # (each entry's copy names its own)
@@ -182,29 +186,34 @@ def loader_entry(families, augment: bool) -> Entry:
 
 
 # -- data-parallel hooks -------------------------------------------------------------------------
+# They read the run's MPI handles from the config row (C_MPI_*) and add the Allreduce time to the
+# run state (ST_ALLREDUCE_NS).
 def _shard_rows_signature(dtype, _):
-    return types.UniTuple(_INT, 2)(_INT, _INT, _INT, _I64_1D)
+    """``(start, rows) = shard_rows(task, start, rows, cfg)``."""
+    return types.UniTuple(_INT, 2)(_INT, _INT, _INT, _CFG)
 
 
 def _sync_gradients_signature(dtype, _):
-    return types.Tuple((_INT, types.boolean))(arena_type(dtype), _F64, _INT, _INT, _I64_1D)
+    """``(penalty rows, diverged) = sync_gradients(pgrads, state, rows, global_rows, cfg)``."""
+    return types.Tuple((_INT, types.boolean))(arena_type(dtype), _F64, _INT, _INT, _CFG)
 
 
 def _sync_epoch_signature(dtype, _):
-    return _INT(_F64, _I64_1D)
+    """``status = sync_epoch(state, cfg)``."""
+    return _INT(_F64, _CFG)
 
 
-def _one_process_shard_rows(task, start, rows, layout):
+def _one_process_shard_rows(task, start, rows, cfg):
     """This process's (start, rows) of a training batch: all of it outside an MPI fit."""
     return start, rows
 
 
-def _one_process_sync_gradients(pgrads, stats, rows, global_rows, layout):
+def _one_process_sync_gradients(pgrads, state, rows, global_rows, cfg):
     """(rows the step's penalty counts, the global batch diverged): (rows, False) here."""
     return rows, False
 
 
-def _one_process_sync_epoch(state, layout):
+def _one_process_sync_epoch(state, cfg):
     """Sum the epoch's training loss counters over the ranks (nothing here)."""
     return 0
 

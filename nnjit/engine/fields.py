@@ -1,8 +1,9 @@
 """The compiled loop's rows and vectors, field by field: the program layout vector, the run
 configuration, the run state, the history columns, tasks and stop requests.
 
-Python reads and writes them through these names (``nnjit.train.run_state`` gives named views);
-the compiled loop reads the same constants.
+Python reads and writes them through these names (``nnjit.train.run_state`` gives named views of
+the state row; :class:`nnjit.engine.run_options.RunOptions` writes the config row); the compiled
+loop reads the same constants.
 """
 
 from nnjit.kernels.optim import (  # noqa: F401  (C_OPT_KIND values)
@@ -16,10 +17,11 @@ from nnjit.kernels.optim import (  # noqa: F401  (C_OPT_KIND values)
 # Tasks.
 TASK_FIT, TASK_EVALUATE, TASK_PREDICT, TASK_GRADIENT = 0, 1, 2, 3
 
-# Program layout vector (int64): where a program's inputs, target and output live, its sizes,
-# and the training-batch augmentation. L_INPUT is the first input's slot; a model with several
-# inputs (``forward(self, x_num, x_cat)``) has L_N_INPUTS entries after the head, one per input:
-# (slot, first column of the input in the packed X matrix, columns).
+# Program layout vector (int64): where a program's inputs, target and output live, and its sizes.
+# Written once, when the Program is built, and never again: a run's options are in the config
+# row. L_INPUT is the first input's slot; a model with several inputs (``forward(self, x_num,
+# x_cat)``) has L_N_INPUTS entries after the head, one per input: (slot, first column of the
+# input in the packed X matrix, columns).
 (
     L_INPUT,
     L_TARGET,
@@ -29,30 +31,15 @@ TASK_FIT, TASK_EVALUATE, TASK_PREDICT, TASK_GRADIENT = 0, 1, 2, 3
     L_SCRATCH,
     L_MAX_BATCH,
     L_N_INPUTS,
-    L_AUG_SLOT,  # the input slot that training batches augment (-1: none)
-    L_AUG_PAD,  # random crop: zero padding on each side (0: no crop)
-    L_AUG_FLIP,  # 1: random horizontal flip
-    L_AUG_C,  # the augmented input's (C, H, W)
-    L_AUG_H,
-    L_AUG_W,
     L_N_TRAINABLE,  # the parameter block's trainable head; buffers (running statistics) follow
-    # Data-parallel fits over MPI (nnjit.distributed): set during such a fit only, where they
-    # pick the MPI build; the handles are this process's MPI handle values (mpi4py's).
-    L_MPI_RANKS,  # ranks sharing each global batch (0: not distributed)
-    L_MPI_RANK,  # this process's rank
-    L_MPI_COMM,  # the communicator
-    L_MPI_DATATYPE,  # the arena dtype's MPI datatype (MPI_FLOAT / MPI_DOUBLE)
-    L_MPI_DOUBLE,  # MPI_DOUBLE (the epoch's loss sums)
-    L_MPI_SUM,  # MPI_SUM
-    L_MPI_IN_PLACE,  # MPI_IN_PLACE
-    L_MPI_ALLREDUCE_NS,  # nanoseconds the fit spent in the gradients' Allreduce (waits included)
-) = range(23)
-LAYOUT_HEAD = 23
+) = range(9)
+LAYOUT_HEAD = 9
 INPUT_ENTRY_WIDTH = 3
 INPUT_SLOT, INPUT_FIRST_COLUMN, INPUT_COLUMNS = range(INPUT_ENTRY_WIDTH)
 LAYOUT_WIDTH = LAYOUT_HEAD + INPUT_ENTRY_WIDTH  # with one input
 
-# Run configuration (float64).
+# Run configuration (float64): one run's options, written by
+# nnjit.engine.run_options.RunOptions.config_row() alone; the compiled code only reads it.
 (
     C_BATCH,
     C_EVAL_BATCH,
@@ -71,8 +58,24 @@ LAYOUT_WIDTH = LAYOUT_HEAD + INPUT_ENTRY_WIDTH  # with one input
     C_ACCUM_STEPS,  # optimizer step every this many minibatches (mean gradient)
     C_PLATEAU,  # 1: ReduceLROnPlateau on the monitored value (params/state in ``plateau``)
     C_DENSE_MODE,  # the BLAS kernels in use: nnjit.kernels.dense.MODE_AVX2 / MODE_AVX512
-) = range(17)
-CONFIG_WIDTH = 17
+    # The fit's training-batch augmentation (the augmenting job loader reads them):
+    C_AUG_SLOT,  # the input slot that training batches augment (-1: none)
+    C_AUG_PAD,  # random crop: zero padding on each side (0: no crop)
+    C_AUG_FLIP,  # 1: random horizontal flip
+    C_AUG_C,  # the augmented input's (C, H, W)
+    C_AUG_H,
+    C_AUG_W,
+    # A data-parallel fit over MPI (nnjit.distributed; the MPI hooks read them): the handles are
+    # this process's MPI handle values (mpi4py's), integers below 2**53, exact in a float64.
+    C_MPI_RANKS,  # ranks sharing each global batch (0: not distributed)
+    C_MPI_RANK,  # this process's rank
+    C_MPI_COMM,  # the communicator
+    C_MPI_DATATYPE,  # the arena dtype's MPI datatype (MPI_FLOAT / MPI_DOUBLE)
+    C_MPI_DOUBLE,  # MPI_DOUBLE (the epoch's loss sums)
+    C_MPI_SUM,  # MPI_SUM
+    C_MPI_IN_PLACE,  # MPI_IN_PLACE
+) = range(30)
+CONFIG_WIDTH = 30
 
 MONITOR_VAL_LOSS, MONITOR_VAL_ACCURACY, MONITOR_TRAIN_LOSS = 0, 1, 2
 
@@ -116,8 +119,9 @@ SKLEARN_ADAPTIVE_MIN_LR = 1e-6
     ST_FIT_STEP,  # optimizer steps taken in this fit (index into the LR table)
     ST_ACCUM_N,  # minibatches accumulated towards the next step
     ST_BAD_RECORD,  # 1 + the first record whose op found bad input data in this job (0: none)
-) = range(25)
-STATE_WIDTH = 25
+    ST_ALLREDUCE_NS,  # MPI fits: nanoseconds in the gradients' Allreduce so far (waits included)
+) = range(26)
+STATE_WIDTH = 26
 
 # History columns (float64, one row per epoch).
 H_EPOCH, H_TRAIN_LOSS, H_TRAIN_ACC, H_VAL_LOSS, H_VAL_ACC, H_LR, H_SECONDS = range(7)

@@ -198,10 +198,14 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             batch_log, out, gdata, table):
     """Run (or resume) ``task`` on a program. Returns (status, record index).
 
-    ``table`` (:func:`nnjit.engine.dispatch.table`) holds the addresses of the compiled
-    functions this run calls: the program's op families beyond the core, the job loader and the
-    data-parallel hooks. It is an int64 array whichever they are: this loop compiles once per
-    dtype.
+    Python calls it as ``execute(*arrays)`` with a
+    :class:`~nnjit.engine.loop_arrays.LoopArrays` (:meth:`Program.loop_arrays
+    <nnjit.engine.program.Program.loop_arrays>`). ``layout`` is the program's (never written);
+    ``cfg`` the run's options (:meth:`RunOptions.config_row
+    <nnjit.engine.run_options.RunOptions.config_row>`, read-only). ``table``
+    (:func:`nnjit.engine.dispatch.table`) holds the addresses of the compiled functions this run
+    calls: the program's op families beyond the core, the job loader and the data-parallel
+    hooks. It is an int64 array whichever they are: this loop compiles once per dtype.
     FIT trains on (X, Y) and validates on (Xv, Yv) every epoch; EVALUATE adds loss sums of (X, Y)
     to the state's validation counters; PREDICT writes the output slot for every row of X into
     ``out``; GRADIENT runs forward and backward on all rows of (X, Y) as one batch.
@@ -282,7 +286,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                 rows = min(batch, n - start)
                 called, (start, rows) = _call_int_pair(  # (MPI: this rank's part)
                     table[0, T_SHARD_ROWS], table[0, T_SHARD_ROWS + 1],
-                    (task, start, rows, layout))
+                    (task, start, rows, cfg))
                 if not called:
                     return st.BAD_TABLE, T_SHARD_ROWS
                 src_x, src_y = X, Y
@@ -293,7 +297,8 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             use_perm = task == TASK_FIT and is_train
             called, rows = _call_int(table[0, T_LOADER], table[0, T_LOADER + 1],
                                      (src_x, src_y, perm, use_perm, start, rows,
-                                      task != TASK_PREDICT, values, slots, layout, gdata, rng))
+                                      task != TASK_PREDICT, values, slots, layout, cfg, gdata,
+                                      rng))
             if not called:
                 return st.BAD_TABLE, T_LOADER
             state[ST_ROWS] = rows
@@ -338,7 +343,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             # (MPI: the gradients become the global batch's; the penalty counts its rows)
             called, (step_rows, diverged) = _call_int_bool(
                 table[0, T_SYNC_GRADIENTS], table[0, T_SYNC_GRADIENTS + 1],
-                (pgrads, stats, rows, min(batch, n - job * batch), layout))
+                (pgrads, state, rows, min(batch, n - job * batch), cfg))
             if not called:
                 return st.BAD_TABLE, T_SYNC_GRADIENTS
             if diverged or not np.isfinite(stats[0]):
@@ -401,7 +406,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                 return st.DONE, -1
             # (MPI: the global batches' loss sums)
             if not _call_int(table[0, T_SYNC_EPOCH], table[0, T_SYNC_EPOCH + 1],
-                             (state, layout))[0]:
+                             (state, cfg))[0]:
                 return st.BAD_TABLE, T_SYNC_EPOCH
             end_epoch(cfg, state, history, params, best, plateau, n_val)
             epochs_this_call += 1

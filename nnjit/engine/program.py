@@ -11,6 +11,8 @@ from nnjit.dtypes import integer_dtype
 from nnjit.engine import compile_notice, dispatch, fields
 from nnjit.engine import interpreter as it
 from nnjit.engine import status as st
+from nnjit.engine.loop_arrays import LoopArrays, StepArrays
+from nnjit.engine.run_options import RunOptions
 from nnjit.graph.graph_data import G_INPUT_LOADED, G_NEED_LOOPS, G_WEIGHTS_READY, no_graph
 from nnjit.kernels.dense import TRANSPOSED_MAX_ROWS
 from nnjit.kernels.rng import seed_state
@@ -24,15 +26,12 @@ _NO_BATCH_LOG = np.zeros((0, len(fields.BATCH_COLUMNS)), dtype=np.float64)
 # Program writes its layout vector as one list in this order.
 _LAYOUT_ORDER = (fields.L_INPUT, fields.L_TARGET, fields.L_OUTPUT, fields.L_LOSS_OP,
                  fields.L_N_PARAMS, fields.L_SCRATCH, fields.L_MAX_BATCH, fields.L_N_INPUTS,
-                 fields.L_AUG_SLOT, fields.L_AUG_PAD, fields.L_AUG_FLIP, fields.L_AUG_C,
-                 fields.L_AUG_H, fields.L_AUG_W, fields.L_N_TRAINABLE, fields.L_MPI_RANKS,
-                 fields.L_MPI_RANK, fields.L_MPI_COMM, fields.L_MPI_DATATYPE, fields.L_MPI_DOUBLE,
-                 fields.L_MPI_SUM, fields.L_MPI_IN_PLACE, fields.L_MPI_ALLREDUCE_NS)
+                 fields.L_N_TRAINABLE)
 if _LAYOUT_ORDER != tuple(range(fields.LAYOUT_HEAD)):
     raise ImportError("nnjit.engine.program: the layout vector no longer matches the L_* fields")
 
-_VALUES_ARG = 4  # position of ``values`` (the arena, whose dtype names the build) in execute
-compile_notice.watch(it.execute, "the training loop", _VALUES_ARG)
+# the arena, whose dtype names the build, is execute's argument ``values``
+compile_notice.watch(it.execute, "the training loop", LoopArrays._fields.index("values"))
 
 
 class ArenaTooLarge(MemoryError):
@@ -153,11 +152,9 @@ class Program:
             len(slots) - 1,  # L_SCRATCH
             self.max_batch,  # L_MAX_BATCH
             len(inputs),  # L_N_INPUTS
-            -1, 0, 0, 0, 0, 0,  # L_AUG_*: no augmentation
             self.n_trainable,  # L_N_TRAINABLE
-            0, 0, 0, 0, 0, 0, 0, 0,  # L_MPI_*: not distributed
             *_input_entries(inputs),  # per input: slot, first column in X, columns
-        ], dtype=np.int64)
+        ], dtype=np.int64)  # (written here only: runs read their options from RunOptions)
         self.current_rows = self.max_batch
         self.rng = seed_state(seed)
         self.param_slots = tape.param_slots  # (frozen: the tape records nothing once laid out)
@@ -204,8 +201,7 @@ class Program:
         template = object.__new__(type(self))
         template.__dict__.update(self.__dict__)
         template.__dict__.update(values=None, grads=None, rng=None, gdata=None,
-                                 layout=self.layout.copy(), hyper=self.hyper.copy(),
-                                 _tables={})
+                                 hyper=self.hyper.copy(), _tables={})
         template._arena_sizes = (self.values.size, self.grads.size)
         # Its own copy of the tape, frozen by the template: the traced tape points back to this
         # program, whose arena the cache must not keep alive.
@@ -225,9 +221,9 @@ class Program:
         except MemoryError:
             raise ArenaTooLarge((values_size + grads_size) * np.dtype(self.dtype).itemsize,
                                 self.max_batch) from None
-        # The arrays the compiled loop writes are the instance's own; it only reads the records
-        # and the slot table (graph batches write the slot table: graph programs are not reused).
-        program.layout, program.hyper = self.layout.copy(), self.hyper.copy()
+        # The arrays the compiled loop writes are the instance's own; it only reads the records,
+        # the slot table (graph batches write it: graph programs are not reused) and the layout.
+        program.hyper = self.hyper.copy()
         program.rng = seed_state(seed)
         program._tables = {}  # (its own: the template's dict is shared by every instance)
         program.gdata = no_graph()
@@ -276,8 +272,12 @@ class Program:
         return self.nodes[op_index].owner if 0 <= op_index < len(self.nodes) else ""
 
     # -- running -------------------------------------------------------------------------------
-    def _arguments(self, task, data, training, state, best, history, out, batch_log) -> tuple:
-        """The compiled loop's arguments, in ``execute``'s order, its dispatch table last."""
+    def loop_arrays(self, options: RunOptions, data, step: StepArrays, state, best, history,
+                    out, batch_log=None) -> LoopArrays:
+        """Everything one run hands the compiled loop, gathered here alone: this program's
+        arrays, ``data`` ``(X, Y, Xv, Yv, perm)``, ``options``' config row and the dispatch
+        table they pick, ``step`` (:class:`StepArrays`), the run state row, the best-weights
+        snapshot, the history, PREDICT's ``out`` and the optional per-batch log."""
         # The loop only reads the data: it gets read-only views (free), so a read-only X (a
         # memmap, joblib's arrays) runs the same compiled loop as a writable one, and the
         # loader's signature, which names X's type, fits the validation arrays too.
@@ -289,18 +289,19 @@ class Program:
                 raise TypeError(f"the compiled loop's {name} and validation {name} must be "
                                 f"C-contiguous arrays of one dtype and rank, got {a.dtype} "
                                 f"{a.ndim}-D and {b.dtype} {b.ndim}-D")
-        return (task, self.records, self.slots, self.hyper, self.values, self.grads, self.rng,
-                self.layout, X, Y, Xv, Yv, perm, *training, state, best, history,
-                _NO_BATCH_LOG if batch_log is None else batch_log, out, self.gdata,
-                self._table(X, Y, perm))
+        return LoopArrays(options.task, self.records, self.slots, self.hyper, self.values,
+                          self.grads, self.rng, self.layout, X, Y, Xv, Yv, perm,
+                          options.config_row(), *step, state, best, history,
+                          _NO_BATCH_LOG if batch_log is None else batch_log, out, self.gdata,
+                          self._table(options, X, Y, perm))
 
-    def _table(self, X, Y, perm) -> np.ndarray:
-        """The dispatch table of the next run: this program's families, its job loader (the
-        augmenting one while the layout vector asks for augmented training batches,
-        ``L_AUG_SLOT``) and the MPI hooks during a data-parallel fit (``L_MPI_RANKS``); every
-        entry compiled (or loaded from numba's cache) when first needed."""
-        mpi = bool(self.layout[fields.L_MPI_RANKS] > 0)  # (nnjit.distributed refuses augmenting)
-        augment = not mpi and bool(self.layout[fields.L_AUG_SLOT] >= 0)
+    def _table(self, options: RunOptions, X, Y, perm) -> np.ndarray:
+        """The dispatch table of a run with ``options``: this program's families, its job
+        loader (the augmenting one for a fit with augmentation) and the MPI hooks for a
+        data-parallel fit; every entry compiled (or loaded from numba's cache) when first
+        needed."""
+        mpi = options.mpi is not None
+        augment = options.augmentation is not None  # (RunOptions refuses both together)
         data_types = tuple(_numba_type(a) for a in (X, Y, perm))
         key = (augment, mpi, data_types)
         table = self._tables.get(key)
@@ -309,30 +310,32 @@ class Program:
                                                        augment=augment, mpi=mpi)
         return table
 
-    def prepare(self, task, data, training, state, best, history, out, batch_log=None) -> None:
+    def prepare(self, options: RunOptions, data, step: StepArrays, state, best, history, out,
+                batch_log=None) -> None:
         """Compile (or load from the cache) what :meth:`run` with these arguments needs, now: a
         caller starts its progress clock after this, not before the compile. A first compile in
         the process prints one line on stderr per compiled piece (:mod:`.compile_notice`)."""
         compile_notice.ensure_compiled(
-            it.execute,
-            self._arguments(task, data, training, state, best, history, out, batch_log))
+            it.execute, self.loop_arrays(options, data, step, state, best, history, out,
+                                         batch_log))
 
-    def run(self, task, data, training, state, best, history, out, on_pause=None,
-            batch_log=None, call=None) -> int:
-        """Call the compiled loop until the task is done, running Python ops and pauses.
+    def run(self, options: RunOptions, data, step: StepArrays, state, best, history, out,
+            on_pause=None, batch_log=None, call=None) -> int:
+        """Call the compiled loop until ``options.task`` is done, running Python ops and pauses.
 
         Args:
+            options: the run's :class:`~nnjit.engine.run_options.RunOptions`.
             data: ``(X, Y, Xv, Yv, perm)`` arrays.
-            training: ``(cfg, opt_hyper, opt_state, reg_spans, lr_table, plateau, accum)``.
+            step: the optimizer's, regularizer's and schedule's :class:`StepArrays`.
             on_pause: called after every epoch chunk; returning False stops the run.
             batch_log: optional (epochs * batches, 5) float64 array for per-batch rows.
-            call: ``call(execute, args)`` runs each compiled call (default: directly).
+            call: ``call(execute, arrays)`` runs each compiled call (default: directly).
 
         Returns the final status (DONE, or PAUSED when ``on_pause`` stopped it).
         Raises on divergence.
         """
         self.gdata[G_INPUT_LOADED] = 0  # the caller's X may differ from the last call's
-        args = self._arguments(task, data, training, state, best, history, out, batch_log)
+        args = self.loop_arrays(options, data, step, state, best, history, out, batch_log)
         execute = it.execute
         while True:
             status, where = execute(*args) if call is None else call(execute, args)

@@ -39,8 +39,9 @@ from nnjit.tape.slot_views import slot_view
 
 @jit
 def load_graph_job(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots,
-                   layout, gdata, rng):
-    """A job of a graph program; returns the rows of its node slots (see the module doc)."""
+                   layout, cfg, gdata, rng):
+    """A job of a graph program; returns the rows of its node slots (see the module doc). The
+    arguments are every job loader's (:func:`nnjit.engine.dispatch.loader_signature`)."""
     if gdata[G_MODE] == MODE_FULL_BATCH:  # row i is node i: never permuted
         if gdata[G_INPUT_LOADED] == 0:  # the features, once per call (see G_INPUT_LOADED)
             load_batch(src_x, perm, False, start, rows,
@@ -52,7 +53,7 @@ def load_graph_job(src_x, src_y, perm, use_perm, start, rows, with_targets, valu
         return rows
     if gdata[G_MODE] != MODE_SAMPLED:
         return load_rows(src_x, src_y, perm, use_perm, start, rows, with_targets, values, slots,
-                         layout, gdata, rng)
+                         layout, cfg, gdata, rng)
     num_nodes = gdata[G_NUM_NODES]
     max_nodes = gdata[G_MAX_NODES]
     max_edges = gdata[G_MAX_EDGES]

@@ -19,6 +19,8 @@ import numpy as np
 
 from nnjit.data.adapt import empty_rows
 from nnjit.engine import fields
+from nnjit.engine.loop_arrays import StepArrays
+from nnjit.engine.run_options import RunOptions
 from nnjit.engine.status import TrainingDivergedError
 from nnjit.optim.sklearn_flavour import SklearnAdam, SklearnSGD
 from nnjit.sklearn.compiled_mlp import CompiledMLP, Structure
@@ -120,22 +122,16 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
     orders = _ShuffleOrders(est._random_state, n, epochs) if est.shuffle else None
     perm = orders.table if orders is not None else np.arange(n, dtype=np.int64)
 
-    cfg = np.zeros(fields.CONFIG_WIDTH, dtype=np.float64)
-    cfg[fields.C_BATCH] = cfg[fields.C_EVAL_BATCH] = batch_size
-    cfg[fields.C_SHUFFLE] = fields.SHUFFLE_GIVEN if orders is not None else fields.SHUFFLE_OFF
-    cfg[fields.C_TOL] = tol
-    cfg[fields.C_PATIENCE] = est.n_iter_no_change  # (np.inf: never stop)
-    cfg[fields.C_MONITOR] = monitor
-    cfg[fields.C_RESTORE_BEST] = early_stopping
-    cfg[fields.C_EPOCHS] = epochs
-    cfg[fields.C_CHUNK] = orders.chunk if orders is not None else 0
-    cfg[fields.C_OPT_KIND] = optimizer.kind
-    cfg[fields.C_REG_COEF] = est.alpha
-    cfg[fields.C_REG_PER_BATCH] = 1.0  # scikit-learn's alpha: divided by the batch size
-    cfg[fields.C_ACCUM_STEPS] = 1
-    cfg[fields.C_PLATEAU] = (fields.PLATEAU_SKLEARN_ADAPTIVE if schedule == "adaptive"
-                             else fields.PLATEAU_OFF)
-    cfg[fields.C_DENSE_MODE] = dense_forward_mode()
+    options = RunOptions(
+        task=fields.TASK_FIT, batch=batch_size, eval_batch=batch_size,
+        shuffle=fields.SHUFFLE_GIVEN if orders is not None else fields.SHUFFLE_OFF,
+        tol=tol, patience=est.n_iter_no_change,  # (np.inf: never stop)
+        monitor=monitor, restore_best=early_stopping, epochs=epochs,
+        chunk=orders.chunk if orders is not None else 0, optimizer=optimizer.kind,
+        reg_coef=est.alpha, reg_per_batch=True,  # scikit-learn's alpha: divided by the batch size
+        plateau=(fields.PLATEAU_SKLEARN_ADAPTIVE if schedule == "adaptive"
+                 else fields.PLATEAU_OFF),
+        dense_mode=dense_forward_mode())
 
     state = RunState()
     state.start_fit(step=solver.step, lr=solver.lr, maximize=monitor == fields.MONITOR_VAL_ACCURACY,
@@ -157,12 +153,12 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
     net.load(est.coefs_, est.intercepts_)
     if carried:
         net.best[:] = program.params
-    training = (cfg, optimizer.hyper_vector(), buffers, net.reg_spans, lr_table, _NONE,
-                empty_rows(dtype, None))
+    step = StepArrays(optimizer.hyper_vector(), buffers, net.reg_spans, lr_table, _NONE,
+                      empty_rows(dtype, None))
     try:
         with single_threaded_blas():
-            program.run(fields.TASK_FIT, (X_train, Y_train, X_val, Y_val, perm), training,
-                        row, net.best, history, empty_rows(dtype, 1),
+            program.run(options, (X_train, Y_train, X_val, Y_val, perm), step, row, net.best,
+                        history, empty_rows(dtype, 1),
                         on_pause=orders.refill if orders is not None else None)
     except TrainingDivergedError as e:
         raise ValueError(f"Solver produced non-finite parameter weights. The input data may "

@@ -3,8 +3,9 @@
 ``fit`` takes sixteen keyword arguments. :meth:`FitPlan.build` checks them all in one place (the
 messages name the argument: ``fit: epochs must be ...``), settles the defaults that depend on
 each other (the monitor on the validation data, the progress bar on the callbacks, one compiled
-call or one per epoch), and :meth:`FitPlan.config_row` packs the plan into the compiled loop's
-config row, in ``C_*`` order, in one assignment.
+call or one per epoch), and :meth:`FitPlan.run_options` turns the plan, the data and the trainer's
+optimizer, regularizer and schedule into the run's
+:class:`~nnjit.engine.run_options.RunOptions`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from nnjit.checks import Int, Real
 from nnjit.engine import fields
+from nnjit.engine.run_options import Augmentation, MPIRun, RunOptions
 from nnjit.schedulers import ReduceLROnPlateau, Scheduler
 from nnjit.train.callbacks import CallbackList
 from nnjit.train.interrupt import in_main_thread
@@ -25,14 +27,6 @@ MONITORS = {
     "val_accuracy": fields.MONITOR_VAL_ACCURACY,
     "train_loss": fields.MONITOR_TRAIN_LOSS,
 }
-
-# config_row() writes the row as one tuple in this order.
-_CONFIG_ORDER = (fields.C_BATCH, fields.C_EVAL_BATCH, fields.C_SHUFFLE, fields.C_DROP_LAST, fields.C_TOL, fields.C_PATIENCE,
-                 fields.C_MONITOR, fields.C_RESTORE_BEST, fields.C_EPOCHS, fields.C_CHUNK, fields.C_OPT_KIND,
-                 fields.C_REG_COEF, fields.C_REG_PER_BATCH, fields.C_CLIP_NORM, fields.C_ACCUM_STEPS, fields.C_PLATEAU,
-                 fields.C_DENSE_MODE)
-if _CONFIG_ORDER != tuple(range(fields.CONFIG_WIDTH)):
-    raise ImportError("nnjit.train.fit_plan: the config row no longer matches the C_* fields")
 
 # fit's numeric arguments; each message names the argument ("fit: epochs must be an int >= 1,
 # got 0"). The ``says`` keep the words fit's messages have always used.
@@ -166,29 +160,34 @@ class FitPlan:
                                           scheduler.plateau_state(base_lr)])
         return scheduler.lr_table(base_lr, self.schedule_epochs, steps_per_epoch), _NONE
 
-    def config_row(self, data, eval_batch: int, optimizer, regularizer, plateau: np.ndarray,
-                   dense_mode: float) -> tuple:
-        """The compiled loop's config row for this plan on ``data`` (a
-        :class:`~nnjit.data.adapt.FitData`), in ``C_*`` order (see ``_CONFIG_ORDER``)."""
+    def run_options(self, data, eval_batch: int, optimizer, regularizer, plateau: np.ndarray,
+                    dense_mode: int, augmentation: Augmentation | None = None,
+                    mpi: MPIRun | None = None) -> RunOptions:
+        """The fit's :class:`~nnjit.engine.run_options.RunOptions` for this plan on ``data`` (a
+        :class:`~nnjit.data.adapt.FitData`): validation batches of ``eval_batch`` rows, the
+        trainer's ``optimizer`` and ``regularizer``, ``plateau`` (ReduceLROnPlateau's vector,
+        empty without it), the BLAS ``dense_mode``, and the fit's augmentation and MPI run."""
         train = data.train
-        return (
-            train.batch_size,  # C_BATCH
-            # C_EVAL_BATCH; sampled graph batches: the buffers hold the subgraph of at most
-            # batch_size seeds
-            train.batch_size if data.sampled else eval_batch,
-            train.shuffle,  # C_SHUFFLE
-            train.drop_last,  # C_DROP_LAST
-            self.tol,  # C_TOL
-            self.patience,  # C_PATIENCE
-            MONITORS[self.monitor],  # C_MONITOR
-            self.restore_best,  # C_RESTORE_BEST
-            self.epochs,  # C_EPOCHS
-            1 if self.per_epoch else 0,  # C_CHUNK
-            optimizer.kind,  # C_OPT_KIND
-            regularizer.coef if regularizer else 0.0,  # C_REG_COEF
-            bool(regularizer and regularizer.per_batch),  # C_REG_PER_BATCH
-            self.grad_clip_norm,  # C_CLIP_NORM
-            self.accumulation_steps,  # C_ACCUM_STEPS
-            plateau.size > 0,  # C_PLATEAU
-            dense_mode,  # C_DENSE_MODE (set once, when the trainer is made)
+        return RunOptions(
+            task=fields.TASK_FIT,
+            batch=train.batch_size,
+            # sampled graph batches: the buffers hold the subgraph of at most batch_size seeds
+            eval_batch=train.batch_size if data.sampled else eval_batch,
+            shuffle=fields.SHUFFLE_RNG if train.shuffle else fields.SHUFFLE_OFF,
+            drop_last=train.drop_last,
+            tol=self.tol,
+            patience=self.patience,
+            monitor=MONITORS[self.monitor],
+            restore_best=self.restore_best,
+            epochs=self.epochs,
+            chunk=1 if self.per_epoch else 0,
+            optimizer=optimizer.kind,
+            reg_coef=regularizer.coef if regularizer else 0.0,
+            reg_per_batch=bool(regularizer and regularizer.per_batch),
+            clip_norm=self.grad_clip_norm,
+            accumulation_steps=self.accumulation_steps,
+            plateau=fields.PLATEAU_TORCH if plateau.size > 0 else fields.PLATEAU_OFF,
+            dense_mode=dense_mode,
+            augmentation=augmentation,
+            mpi=mpi,
         )

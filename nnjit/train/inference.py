@@ -9,6 +9,8 @@ the compiled loop on the trainer's program.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from nnjit.data.adapt import as_loader
@@ -18,6 +20,8 @@ from nnjit.data.images import ImageDataset
 from nnjit.data.inputs import Inputs
 from nnjit.data.loader import DataLoader
 from nnjit.engine import fields
+from nnjit.engine.loop_arrays import StepArrays
+from nnjit.engine.run_options import RunOptions
 from nnjit.kernels import loss as kl
 from nnjit.losses import CrossEntropyLoss
 from nnjit.ops.normalization import check_batch_statistics
@@ -25,6 +29,15 @@ from nnjit.train.run_state import RunState
 from nnjit.train.threads import single_threaded_blas
 
 INFERENCE_BATCH = 256  # the largest batch a layout made for inference holds
+_NONE = np.zeros(0, dtype=np.float64)  # (no schedule, no plateau rule: never written)
+_NO_ORDER = np.zeros(0, dtype=np.int64)  # (inference reads the rows in order)
+
+
+@functools.lru_cache(maxsize=64)
+def inference_options(task: int, batch: int, dense_mode: int) -> RunOptions:
+    """The options of a run of ``task`` that takes no optimizer step (predict, evaluate,
+    gradients) in batches of ``batch`` rows (the program's largest), made once per kind."""
+    return RunOptions(task=task, batch=batch, eval_batch=batch, dense_mode=dense_mode)
 
 
 class InferenceMethods:
@@ -65,21 +78,19 @@ class InferenceMethods:
                       inference=True, inputs=inputs)
         return X
 
-    def _run_simple(self, task, X, Y, out):
+    def _run_simple(self, task, X, Y, out, perm=None):
+        """Run ``task`` (no optimizer step) on all rows of ``(X, Y)``; its run state."""
         state = RunState.for_task()
-        cfg = self._config.copy()
-        cfg.eval_batch = self.program.max_batch
+        options = inference_options(task, self.program.max_batch, self._dense_mode)
         with single_threaded_blas():
-            self.program.run(task, (X, Y, X, Y, np.zeros(0, np.int64)),
-                             self._no_training(cfg.row), state.row, self._best, np.zeros((1, 7)),
-                             out)
+            self.program.run(options, (X, Y, X, Y, _NO_ORDER if perm is None else perm),
+                             self._no_step(), state.row, self._best, np.zeros((1, 7)), out)
         return state
 
-    def _no_training(self, cfg):
-        """The training arrays for tasks that take no optimizer step."""
-        none = np.zeros(0, dtype=np.float64)
-        return (cfg, self.optimizer.hyper_vector(), self.optimizer.state, self._reg_spans, none,
-                none, np.zeros(0, dtype=self.dtype))
+    def _no_step(self) -> StepArrays:
+        """The step arrays of a task that takes no optimizer step."""
+        return StepArrays(self.optimizer.hyper_vector(), self.optimizer.state, self._reg_spans,
+                          _NONE, _NONE, self._empty(None))
 
     def _outputs(self, data, what: str) -> np.ndarray:
         """The raw outputs of ``data``; ``what`` (the method called) names it in errors."""
@@ -168,10 +179,7 @@ class InferenceMethods:
         Y = self._compile(loader.input_specs, lambda k: loader.targets(self.loss, k, self.dtype),
                           len(Xa), "gradients", inputs=loader.inputs)
         check_batch_statistics(self.program, len(Xa), len(Xa), False, "gradients")
-        state = RunState.for_task()
-        with single_threaded_blas():
-            self.program.run(fields.TASK_GRADIENT, (Xa, Y, Xa, Y, np.arange(len(Xa))),
-                             self._no_training(self._cfg), state.row, self._best,
-                             np.zeros((1, 7)), self._empty(1))
+        state = self._run_simple(fields.TASK_GRADIENT, Xa, Y, self._empty(1),
+                                 np.arange(len(Xa)))
         self.last_loss_ = state.batch_loss / max(state.batch_count, 1.0)
         return {n: np.array(p.grad, copy=True) for n, p in self.model.named_parameters()}

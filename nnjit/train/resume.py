@@ -15,19 +15,20 @@ import warnings
 import numpy as np
 
 from nnjit.engine import fields
+from nnjit.engine.run_options import RunOptions
 from nnjit.schedulers import PLATEAU_PARAMS
-from nnjit.train.run_state import RunConfig, RunState
+from nnjit.train.run_state import RunState
 
 #: ``warnings.warn`` stack level that names the user's ``fit(...)`` line: the warning is made
 #: here, called from a Trainer helper, called from ``Trainer.fit``.
 _FIT_CALLER = 4
 
 
-def fit_state(state: RunState, cfg: RunConfig, monitor_code: int, plateau: np.ndarray,
+def fit_state(state: RunState, options: RunOptions, monitor_code: int, plateau: np.ndarray,
               best: np.ndarray) -> dict:
-    """The fit state of ``state`` (see :meth:`Trainer.fit_state`): scalars, the plateau vector
-    and the best-weights snapshot (empty when the fit keeps none)."""
-    keep_best = (cfg.restore_best != 0.0 and state.best_epoch >= 0
+    """The fit state of ``state`` after a fit with ``options`` (see :meth:`Trainer.fit_state`):
+    scalars, the plateau vector and the best-weights snapshot (empty when the fit keeps none)."""
+    keep_best = (options.restore_best and state.best_epoch >= 0
                  and monitor_code != fields.MONITOR_TRAIN_LOSS)
     return {
         "epoch": float(state.epoch), "fit_step": float(state.fit_step),

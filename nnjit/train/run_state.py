@@ -1,10 +1,10 @@
-"""Named views of the compiled loop's two float64 rows: the run state and the run config.
+"""A named view of the compiled loop's run state row.
 
 The interpreter keeps every variable of a run that must survive a return to Python in one
-float64 row (the ``ST_*`` fields of :mod:`nnjit.engine.interpreter`) and reads a run's settings
-from another (the ``C_*`` fields). Python code names the fields through :class:`RunState` and
-:class:`RunConfig` (``state.epoch``, not ``state[fields.ST_EPOCH]``); the rows themselves stay the
-arrays the compiled loop reads and writes, so a view costs no copy.
+float64 row (the ``ST_*`` fields of :mod:`nnjit.engine.fields`) and reads a run's settings from
+the config row that :class:`~nnjit.engine.run_options.RunOptions` writes. Python code names the
+state's fields through :class:`RunState` (``state.epoch``, not ``state[fields.ST_EPOCH]``); the
+row itself stays the array the compiled loop reads and writes, so a view costs no copy.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from nnjit.engine import epoch_rule, fields
+from nnjit.engine.run_options import RunOptions
 
 #: ``stopped`` values: early stopping fired, or a stop request (Ctrl-C) for the compiled loop to
 #: honour after the current epoch or before the running epoch's next job.
@@ -114,26 +115,9 @@ _FRESH_MINIMIZING = _fresh_row(math.inf)  # (losses)
 _FRESH_MAXIMIZING = _fresh_row(-math.inf)  # (accuracy)
 
 
-class RunConfig:
-    """The run config row (float64, ``fields.CONFIG_WIDTH``) under the names of its fields."""
-
-    __slots__ = ("row",)
-
-    eval_batch = _Field(fields.C_EVAL_BATCH)
-    monitor = _Field(fields.C_MONITOR)
-    restore_best = _Field(fields.C_RESTORE_BEST)
-    # the BLAS kernels in use: MODE_AVX2 or MODE_AVX512 of nnjit.kernels.dense
-    dense_mode = _Field(fields.C_DENSE_MODE)
-
-    def __init__(self, row: np.ndarray | None = None):
-        self.row = np.zeros(fields.CONFIG_WIDTH, dtype=np.float64) if row is None else row
-
-    def copy(self) -> RunConfig:
-        return RunConfig(self.row.copy())
-
-
-def restore_best(cfg: RunConfig, state: RunState, params: np.ndarray, best: np.ndarray) -> None:
-    """Apply the best-weights rule of a fit that stopped early (a callback, Ctrl-C): copy the
-    best epoch's snapshot into ``params`` when the config keeps one, as the compiled loop does
-    at its own ends (it marks ``state.restored``)."""
-    epoch_rule.restore_best(cfg.row, state.row, params, best)  # the compiled loop's rule
+def restore_best(options: RunOptions, state: RunState, params: np.ndarray,
+                 best: np.ndarray) -> None:
+    """Apply the best-weights rule of a fit with ``options`` that stopped early (a callback,
+    Ctrl-C): copy the best epoch's snapshot into ``params`` when the options keep one, as the
+    compiled loop does at its own ends (it marks ``state.restored``)."""
+    epoch_rule.restore_best(options.config_row(), state.row, params, best)  # the loop's rule

@@ -3,8 +3,9 @@
 A fit, in the order :meth:`Trainer.fit` tells it: the training and validation data are adapted
 once (:mod:`nnjit.data.adapt`); the arguments become a checked plan
 (:class:`~nnjit.train.fit_plan.FitPlan`); the model is laid out (a cached layout or a trace:
-:mod:`nnjit.train.layout_service`); the plan is packed
-into the compiled loop's config row; the run state starts afresh or continues a saved fit
+:mod:`nnjit.train.layout_service`); the plan becomes the run's options
+(:class:`~nnjit.engine.run_options.RunOptions`, which alone write the compiled loop's config
+row); the run state starts afresh or continues a saved fit
 (:mod:`nnjit.train.resume`); and the compiled loop runs, with Ctrl-C turned into a stop request
 (:mod:`nnjit.train.interrupt`) and the history reported (:mod:`nnjit.train.fit_report`).
 Predict, evaluate and gradients are :mod:`nnjit.train.inference`; checkpoints
@@ -20,13 +21,15 @@ import numpy as np
 
 from nnjit.checks import Int
 from nnjit.data.adapt import FitData, GraphInput, empty_rows, with_validation
-from nnjit.data.augment import NO_AUGMENTATION, augmentation_fields, set_augmentation
+from nnjit.data.augment import augmentation_for
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
 from nnjit.data.inputs import InputSpec, Inputs, spec_mismatch
 from nnjit.dtypes import DEFAULT_DTYPE, SUPPORTED_DTYPES
 from nnjit.engine import fields
 from nnjit.engine import status as st
+from nnjit.engine.loop_arrays import StepArrays
+from nnjit.engine.run_options import RunOptions
 from nnjit.train.layout_service import Layout, rebind
 from nnjit.engine.program import Program
 from nnjit.losses import CrossEntropyLoss, Loss, MSELoss, get_loss
@@ -46,7 +49,7 @@ from nnjit.train.fit_plan import MONITORS, FitPlan
 from nnjit.train.fit_report import batch_history, epoch_line, fit_history, show_rows, summary_line
 from nnjit.train.inference import InferenceMethods
 from nnjit.train.interrupt import EpochCaller, StopRequest, in_main_thread, run_in_worker
-from nnjit.train.run_state import RunConfig, RunState, restore_best
+from nnjit.train.run_state import RunState, restore_best
 from nnjit.train.threads import dense_forward_mode, single_threaded_blas
 
 if TYPE_CHECKING:  # pandas costs ~100 ms at import; it is loaded when the first history is built
@@ -118,10 +121,10 @@ class Trainer(InferenceMethods, CheckpointMethods):
         self.program: Program | None = None
         self._walk = None  # the model's ModelWalk when it was last laid out
         self.history_: "pd.DataFrame | None" = None
-        self._state = np.zeros(fields.STATE_WIDTH, dtype=np.float64)  # the compiled loop's rows
-        self._cfg = np.zeros(fields.CONFIG_WIDTH, dtype=np.float64)
-        self._run_state, self._config = RunState(self._state), RunConfig(self._cfg)
-        self._config.dense_mode = dense_forward_mode()
+        self._state = np.zeros(fields.STATE_WIDTH, dtype=np.float64)  # the compiled loop's row
+        self._run_state = RunState(self._state)
+        self._dense_mode = dense_forward_mode()  # the BLAS kernels numba calls (every run's)
+        self._options: RunOptions | None = None  # the last fit's
         self._perm: np.ndarray | None = None
         self._pending_rng: np.ndarray | None = None
         self._inference_layout = False  # the program was laid out by predict/evaluate, not fit
@@ -345,43 +348,38 @@ class Trainer(InferenceMethods, CheckpointMethods):
             check_batch_statistics(program, len(data.X), data.train.batch_size,
                                    getattr(data.train, "drop_last", False), "fit")
         Xv, Yv = data.validation_arrays(program.output_cols, Y)
-        augmentation = augmentation_fields(data.train, program.layout,
-                                           program.input_specs[0].dims)
+        augmentation = augmentation_for(data.train, program.layout, program.input_specs[0].dims)
+        distributed = self.distributed is not None and self.distributed.size > 1
+        if distributed:  # (one rank: the plain fit) every rank refuses together, before any work
+            self.distributed.check_fit(program, data.X, Y, data.train.batch_size,
+                                       bool(getattr(data.train, "drop_last", False)),
+                                       augmentation is not None, data.structure is not None,
+                                       self.seed)
 
-        # The plan becomes the compiled loop's settings; the run state starts (or continues).
+        # The plan becomes the run's options; the run state starts (or continues).
         steps_per_epoch = plan.steps_per_epoch(len(data.train))
         lr_table, plateau = plan.schedule(self.optimizer.lr, steps_per_epoch)
-        self._cfg[:] = plan.config_row(data, program.max_batch, self.optimizer, self.regularizer,
-                                       plateau, self._config.dense_mode)
+        self._options = options = plan.run_options(
+            data, program.max_batch, self.optimizer, self.regularizer, plateau, self._dense_mode,
+            augmentation, self.distributed.run_option(self.dtype) if distributed else None)
         carried = self._start_run_state(plan, steps_per_epoch, plateau)
         history = np.zeros((plan.epochs, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
         self._batch_log = (np.zeros((plan.epochs * len(data.train), len(fields.BATCH_COLUMNS)))
                            if plan.log_batches else None)
         self.batch_history_ = None
         arrays = (data.X, Y, Xv, Yv, self._shuffle_order(len(data.X)))
-        training = self._training_arrays(plan, lr_table, plateau)
+        step = self._step_arrays(plan, lr_table, plateau)
         stop = None  # (the plain single call: Ctrl-C is seen when it returns)
-        distributed = self.distributed is not None and self.distributed.size > 1
-        if distributed:  # (before any layout field changes)
-            self.distributed.check_fit(program, data.X, Y, data.train.batch_size,
-                                       bool(getattr(data.train, "drop_last", False)),
-                                       augmentation != NO_AUGMENTATION,
-                                       data.structure is not None, self.seed)
-        # this fit's training batches only (it also picks the build: augmentation has its own)
-        set_augmentation(program.layout, augmentation)
-        if distributed:  # the MPI build, for this fit only (one rank: the plain fit)
-            self.distributed.begin_fit(program.layout, self.dtype)
         try:
             if plan.per_epoch or plan.threaded:  # Python runs alongside: compile before its clocks
                 stop = StopRequest(self._run_state)
-                program.prepare(fields.TASK_FIT, arrays, training(), self._state, self._best,
-                                history, self._empty(1), self._batch_log)
+                program.prepare(options, arrays, step(), self._state, self._best, history,
+                                self._empty(1), self._batch_log)
             self._begin_callbacks(plan, carried)
-            status, interrupted = self._run(plan, arrays, training, history, stop)
+            status, interrupted = self._run(plan, options, arrays, step, history, stop)
         finally:
-            set_augmentation(program.layout, NO_AUGMENTATION)
             if distributed:
-                self.distributed.end_fit(program.layout)
+                self.distributed.record_fit(self._state)
         return self._end_fit(plan, status, interrupted)
 
     def _start_run_state(self, plan: FitPlan, steps_per_epoch: int, plateau: np.ndarray):
@@ -412,18 +410,18 @@ class Trainer(InferenceMethods, CheckpointMethods):
             self._perm = np.arange(n_rows, dtype=np.int64)
         return self._perm
 
-    def _training_arrays(self, plan: FitPlan, lr_table: np.ndarray, plateau: np.ndarray):
-        """``training()``: the arrays the compiled fit reads besides the data, gathered at each
-        call (a callback may replace the optimizer state)."""
-        cfg, opt_hyper = self._cfg, self.optimizer.hyper_vector()
+    def _step_arrays(self, plan: FitPlan, lr_table: np.ndarray, plateau: np.ndarray):
+        """``step()``: the fit's :class:`StepArrays`, gathered at each call (a callback may
+        replace the optimizer state)."""
+        opt_hyper = self.optimizer.hyper_vector()
         accum = (np.empty(self.program.n_trainable, self.dtype) if plan.accumulation_steps > 1
                  else empty_rows(self.dtype, None))
 
-        def training():
-            return (cfg, opt_hyper, self.optimizer.state, self._reg_spans, lr_table, plateau,
-                    accum)
+        def step():
+            return StepArrays(opt_hyper, self.optimizer.state, self._reg_spans, lr_table, plateau,
+                              accum)
 
-        return training
+        return step
 
     def _begin_callbacks(self, plan: FitPlan, carried) -> None:
         # model.training reads True while fitting (PyTorch's model.train() before the loop);
@@ -442,7 +440,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
         # later fit(initial_epoch=...)) carry it and the callbacks' states, not the loaded ones.
         self._resume = None
 
-    def _run(self, plan: FitPlan, arrays, training, history: np.ndarray, stop):
+    def _run(self, plan: FitPlan, options: RunOptions, arrays, step, history: np.ndarray, stop):
         """Run the compiled fit: one call, one call per epoch (Python between epochs), or one
         call in a worker thread (progress). Returns ``(status, interrupted)``: a Ctrl-C stop
         request, or a KeyboardInterrupt between epochs, stops it cleanly."""
@@ -471,8 +469,8 @@ class Trainer(InferenceMethods, CheckpointMethods):
 
         def run():
             with single_threaded_blas():
-                return program.run(fields.TASK_FIT, arrays, training(), self._state, self._best,
-                                   history, empty_rows(self.dtype, 1),
+                return program.run(options, arrays, step(), self._state, self._best, history,
+                                   empty_rows(self.dtype, 1),
                                    on_pause=on_epoch if plan.per_epoch else None,
                                    batch_log=self._batch_log, call=call)
 
@@ -531,7 +529,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
     def _end_fit(self, plan: FitPlan, status, interrupted: bool) -> pd.DataFrame:
         """Apply the best-weights rule to a fit stopped early, end the callbacks, report."""
         if status == st.PAUSED or interrupted:  # stopped early: apply the best-weights rule
-            restore_best(self._config, self._run_state, self.program.params, self._best)
+            restore_best(self._options, self._run_state, self.program.params, self._best)
             self.history_.attrs["restored_best"] = bool(self._run_state.restored)
             self.history_.attrs["stop_reason"] = ("interrupted (KeyboardInterrupt)" if interrupted
                                                   else "stopped by a callback")
@@ -557,7 +555,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
         """
         if self.program is None or getattr(self, "_plateau", None) is None:
             return None
-        return resume.fit_state(self._run_state, self._config, self._monitor_code,
+        return resume.fit_state(self._run_state, self._options, self._monitor_code,
                                 self._plateau, self._best)
 
     def callback_states(self) -> dict:

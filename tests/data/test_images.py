@@ -11,8 +11,9 @@ import pytest
 
 import nnjit as nn
 from nnjit.data import Augment, ImageDataset
-from nnjit.data.augment import NO_AUGMENTATION, augmentation_fields
+from nnjit.data.augment import augmentation_for
 from nnjit.engine.fields import INPUT_COLUMNS, INPUT_SLOT, LAYOUT_HEAD, LAYOUT_WIDTH
+from nnjit.engine.run_options import Augmentation
 from nnjit.kernels import augment as ka
 
 # -- arrays ------------------------------------------------------------------------------------
@@ -85,19 +86,20 @@ def _layout(slot, cols):
     return layout
 
 
-def test_augmentation_fields_check_the_model_input():
+def test_augmentation_run_option_checks_the_model_input():
     ds = ImageDataset(np.zeros((4, 3, 5, 6)), [0, 1, 0, 1], augment=Augment(2, True))
     loader = nn.DataLoader(ds, batch_size=2)
-    assert augmentation_fields(loader, _layout(7, 90)) == (7, 2, 1, 3, 5, 6)
-    assert augmentation_fields(loader, _layout(7, 90), (3, 5, 6)) == (7, 2, 1, 3, 5, 6)
+    expected = Augmentation(slot=7, pad=2, flip=True, channels=3, height=5, width=6)
+    assert augmentation_for(loader, _layout(7, 90)) == expected
+    assert augmentation_for(loader, _layout(7, 90), (3, 5, 6)) == expected
     with pytest.raises(ValueError, match=r"reads 12 values per sample.*\(C, H, W\) = \(3, 5, 6\)"):
-        augmentation_fields(loader, _layout(7, 12))
+        augmentation_for(loader, _layout(7, 12))
     with pytest.raises(ValueError, match=r"reads its rows as \(3, 6, 5\)"):
-        augmentation_fields(loader, _layout(7, 90), (3, 6, 5))
+        augmentation_for(loader, _layout(7, 90), (3, 6, 5))
     idle = nn.DataLoader(ds, augment=Augment())
-    assert augmentation_fields(idle, _layout(7, 90)) == NO_AUGMENTATION
+    assert augmentation_for(idle, _layout(7, 90)) is None
     plain = nn.DataLoader(np.zeros((4, 90)), np.zeros(4))
-    assert augmentation_fields(plain, _layout(7, 90)) == NO_AUGMENTATION
+    assert augmentation_for(plain, _layout(7, 90)) is None
 
 
 # -- folders -----------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ def _fit(mode: int, dtype) -> tuple[np.ndarray, np.ndarray]:
     # under AVX2 rules and BLAS under AVX-512 rules.
     model = nn.Sequential(nn.Linear(1100, 128), nn.ReLU(), nn.Linear(128, 3))
     trainer = nn.Trainer(model, nn.Adam(lr=0.01), nn.CrossEntropyLoss(), dtype=dtype)
-    trainer._cfg[fields.C_DENSE_MODE] = mode
+    trainer._dense_mode = mode  # (every run's RunOptions.dense_mode)
     trainer.fit(nn.DataLoader(X, y, batch_size=32), epochs=3, verbose=False)
     return trainer.predict_outputs(X[:50]), model[0].weight.data.copy()
 
@@ -43,5 +43,7 @@ def test_trainer_picks_the_mode_of_the_blas_it_calls():
     from nnjit.train.threads import dense_forward_mode
 
     trainer = nn.Trainer(nn.Sequential(nn.Linear(4, 3)))
-    assert trainer._cfg[fields.C_DENSE_MODE] == dense_forward_mode()
+    assert trainer._dense_mode == dense_forward_mode()
+    trainer.fit(np.zeros((4, 4), np.float32), np.arange(4) % 3, epochs=1, verbose=False)
+    assert trainer._options.config_row()[fields.C_DENSE_MODE] == dense_forward_mode()
     assert dense_forward_mode() in (kd.MODE_AVX2, kd.MODE_AVX512)

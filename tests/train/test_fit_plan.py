@@ -1,4 +1,5 @@
-"""FitPlan (fit's checked arguments) and the named views of the compiled loop's rows."""
+"""FitPlan (fit's checked arguments), the RunOptions it makes, and the named view of the run
+state row."""
 
 import dataclasses
 
@@ -6,15 +7,16 @@ import numpy as np
 import pytest
 
 from nnjit.engine import fields
+from nnjit.engine.run_options import RunOptions
 from nnjit.losses import CrossEntropyLoss, MSELoss
 from nnjit.optim import SGD
 from nnjit.regularizers import SklearnL2Regularizer
 from nnjit.schedulers import ReduceLROnPlateau
 from nnjit.train.fit_plan import FitPlan
-from nnjit.train.run_state import RunConfig, RunState
+from nnjit.train.run_state import RunState
 
 
-class _Data:  # what config_row reads of a FitData
+class _Data:  # what run_options reads of a FitData
     class train:  # noqa: N801 (a stand-in for the loader)
         batch_size, shuffle, drop_last = 16, True, False
 
@@ -32,21 +34,20 @@ def test_the_plan_is_frozen_and_settles_the_defaults_that_depend_on_each_other()
     assert FitPlan.build(MSELoss(), False, verbose=0).monitor == "train_loss"
 
 
-def test_config_row_puts_every_setting_at_its_field():
+def test_the_plan_makes_the_fits_run_options():
     plan = FitPlan.build(CrossEntropyLoss(), True, epochs=7, tol=0.5, n_iter_no_change=3,
                          monitor="val_accuracy", restore_best=False, verbose=0,
                          grad_clip_norm=2.0, accumulation_steps=4)
-    cfg = np.zeros(fields.CONFIG_WIDTH)
-    cfg[:] = plan.config_row(_Data, 64, SGD(lr=0.1), SklearnL2Regularizer(1e-3),
-                             np.ones(12), 1.0)
-    expected = {fields.C_BATCH: 16, fields.C_EVAL_BATCH: 64, fields.C_SHUFFLE: 1, fields.C_DROP_LAST: 0,
-                fields.C_TOL: 0.5, fields.C_PATIENCE: 3, fields.C_MONITOR: fields.MONITOR_VAL_ACCURACY,
-                fields.C_RESTORE_BEST: 0, fields.C_EPOCHS: 7, fields.C_CHUNK: 0, fields.C_OPT_KIND: fields.OPT_SGD,
-                fields.C_REG_COEF: 1e-3, fields.C_REG_PER_BATCH: 1, fields.C_CLIP_NORM: 2.0,
-                fields.C_ACCUM_STEPS: 4, fields.C_PLATEAU: 1, fields.C_DENSE_MODE: 1.0}
-    assert sorted(expected) == list(range(fields.CONFIG_WIDTH))
-    assert {k: cfg[k] for k in expected} == pytest.approx(expected)
-    assert RunConfig(cfg).monitor == fields.MONITOR_VAL_ACCURACY
+    options = plan.run_options(_Data, 64, SGD(lr=0.1), SklearnL2Regularizer(1e-3), np.ones(12), 1)
+    assert options == RunOptions(
+        task=fields.TASK_FIT, batch=16, eval_batch=64, shuffle=fields.SHUFFLE_RNG, tol=0.5,
+        patience=3, monitor=fields.MONITOR_VAL_ACCURACY, restore_best=False, epochs=7,
+        optimizer=fields.OPT_SGD, reg_coef=1e-3, reg_per_batch=True, clip_norm=2.0,
+        accumulation_steps=4, plateau=fields.PLATEAU_TORCH, dense_mode=1)
+    assert plan.run_options(_Data, 64, SGD(lr=0.1), None, np.ones(0), 1) == RunOptions(
+        task=fields.TASK_FIT, batch=16, eval_batch=64, shuffle=fields.SHUFFLE_RNG, tol=0.5,
+        patience=3, monitor=fields.MONITOR_VAL_ACCURACY, restore_best=False, epochs=7,
+        optimizer=fields.OPT_SGD, clip_norm=2.0, accumulation_steps=4, dense_mode=1)
 
 
 def test_a_plateau_rule_that_watches_the_wrong_direction_is_refused_before_any_work():

@@ -239,6 +239,7 @@ def test_the_compiled_loop_refuses_a_task_without_rows():
     """Zero rows give zero jobs: the compiled loop returns NO_ROWS at once (it used to spin
     forever); Python's checks normally say so first, naming the argument."""
     from nnjit.engine import fields
+    from nnjit.train.inference import inference_options
 
     trainer = _trainer()
     X, y, _, _ = _digits()
@@ -249,7 +250,7 @@ def test_the_compiled_loop_refuses_a_task_without_rows():
     state[fields.ST_JOB] = -1
     for task in (fields.TASK_FIT, fields.TASK_PREDICT, fields.TASK_EVALUATE, fields.TASK_GRADIENT):
         with pytest.raises(ValueError, match="no rows to run"):
-            trainer.program.run(task, (empty_x, empty_y, empty_x, empty_y,
-                                       np.zeros(0, np.int64)),
-                                trainer._no_training(trainer._cfg), state, trainer._best,
-                                np.zeros((5, 7)), np.zeros((0, 10), np.float32))
+            trainer.program.run(inference_options(task, 32, trainer._dense_mode),
+                                (empty_x, empty_y, empty_x, empty_y, np.zeros(0, np.int64)),
+                                trainer._no_step(), state, trainer._best, np.zeros((5, 7)),
+                                np.zeros((0, 10), np.float32))
