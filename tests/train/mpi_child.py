@@ -23,8 +23,14 @@ def fit(out: str, single: bool):
                          dtype=np.float64, seed=3, distributed=None if single else nn.MPI())
     # 600 rows in global batches of 64: 9 full batches and a last one of 24 (12 per rank); a
     # callback makes it one compiled call per epoch
+    layouts = []  # the program's layout vector at each epoch's end
     history = trainer.fit(nn.DataLoader(X, y, batch_size=64), epochs=3, val=(Xv, yv),
-                          verbose=False, callbacks=[lambda frame: None])
+                          verbose=False,
+                          callbacks=[lambda frame: layouts.append(trainer.program.layout.copy())])
+    # the MPI handles are the run's options, never written into the program's layout
+    assert len(layouts) == 3 and all(np.array_equal(v, trainer.program.layout) for v in layouts)
+    if not single:  # (the Allreduce time is summed in the run state)
+        assert trainer.distributed.allreduce_seconds > 0
     rank = 0 if single else trainer.distributed.rank
     weights = {name: p.data for name, p in model.named_parameters()}
     refusals = {} if single else _refusals(trainer.distributed, X, y)
