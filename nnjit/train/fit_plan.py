@@ -10,6 +10,7 @@ optimizer, regularizer and schedule into the run's
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -168,26 +169,27 @@ class FitPlan:
         trainer's ``optimizer`` and ``regularizer``, ``plateau`` (ReduceLROnPlateau's vector,
         empty without it), the BLAS ``dense_mode``, and the fit's augmentation and MPI run."""
         train = data.train
-        return RunOptions(
-            task=fields.TASK_FIT,
-            batch=train.batch_size,
-            # sampled graph batches: the buffers hold the subgraph of at most batch_size seeds
-            eval_batch=train.batch_size if data.sampled else eval_batch,
-            shuffle=fields.SHUFFLE_RNG if train.shuffle else fields.SHUFFLE_OFF,
-            drop_last=train.drop_last,
-            tol=self.tol,
-            patience=self.patience,
-            monitor=MONITORS[self.monitor],
-            restore_best=self.restore_best,
-            epochs=self.epochs,
-            chunk=1 if self.per_epoch else 0,
-            optimizer=optimizer.kind,
-            reg_coef=regularizer.coef if regularizer else 0.0,
-            reg_per_batch=bool(regularizer and regularizer.per_batch),
-            clip_norm=self.grad_clip_norm,
-            accumulation_steps=self.accumulation_steps,
-            plateau=fields.PLATEAU_TORCH if plateau.size > 0 else fields.PLATEAU_OFF,
-            dense_mode=dense_mode,
-            augmentation=augmentation,
-            mpi=mpi,
-        )
+        # sampled graph batches: the buffers hold the subgraph of at most batch_size seeds
+        return _fit_options(
+            train.batch_size, train.batch_size if data.sampled else eval_batch, train.shuffle,
+            train.drop_last, self.tol, self.patience, MONITORS[self.monitor], self.restore_best,
+            self.epochs, 1 if self.per_epoch else 0, optimizer.kind,
+            regularizer.coef if regularizer else 0.0, bool(regularizer and regularizer.per_batch),
+            self.grad_clip_norm, self.accumulation_steps, plateau.size > 0, dense_mode,
+            augmentation, mpi)
+
+
+@functools.lru_cache(maxsize=64)
+def _fit_options(batch, eval_batch, shuffle, drop_last, tol, patience, monitor, restore_best,
+                 epochs, chunk, optimizer, reg_coef, reg_per_batch, clip_norm, accumulation_steps,
+                 plateau, dense_mode, augmentation, mpi) -> RunOptions:
+    """A fit's RunOptions, shared by the fits with the same settings (they are immutable; a
+    repeated fit skips their checks)."""
+    return RunOptions(
+        task=fields.TASK_FIT, batch=batch, eval_batch=eval_batch,
+        shuffle=fields.SHUFFLE_RNG if shuffle else fields.SHUFFLE_OFF, drop_last=drop_last,
+        tol=tol, patience=patience, monitor=monitor, restore_best=restore_best, epochs=epochs,
+        chunk=chunk, optimizer=optimizer, reg_coef=reg_coef, reg_per_batch=reg_per_batch,
+        clip_norm=clip_norm, accumulation_steps=accumulation_steps,
+        plateau=fields.PLATEAU_TORCH if plateau else fields.PLATEAU_OFF, dense_mode=dense_mode,
+        augmentation=augmentation, mpi=mpi)

@@ -44,6 +44,9 @@ def test_the_plan_makes_the_fits_run_options():
         patience=3, monitor=fields.MONITOR_VAL_ACCURACY, restore_best=False, epochs=7,
         optimizer=fields.OPT_SGD, reg_coef=1e-3, reg_per_batch=True, clip_norm=2.0,
         accumulation_steps=4, plateau=fields.PLATEAU_TORCH, dense_mode=1)
+    # a fit with the same settings shares them (they are immutable)
+    assert plan.run_options(_Data, 64, SGD(lr=0.2), SklearnL2Regularizer(1e-3), np.ones(12),
+                            1) is options
     assert plan.run_options(_Data, 64, SGD(lr=0.1), None, np.ones(0), 1) == RunOptions(
         task=fields.TASK_FIT, batch=16, eval_batch=64, shuffle=fields.SHUFFLE_RNG, tol=0.5,
         patience=3, monitor=fields.MONITOR_VAL_ACCURACY, restore_best=False, epochs=7,
