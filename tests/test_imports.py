@@ -44,7 +44,7 @@ PACKAGE_ORDER = (
     "graph",  # graph inputs: the int64 array compiled code reads, sampled batches, edges
     "ops",  # op families: specs, recorders, dispatchers
     "engine",  # the compiled interpreter and the traced program that drives it
-    "data",  # loaders, datasets, augmentation (which fills in the engine's layout fields)
+    "data",  # loaders, datasets, augmentation (which makes the engine's Augmentation run option)
     "nn",  # layers
     "losses", "regularizers", "optim", "schedulers",
     "distributed",  # MPI: its hooks of the engine's dispatch table and the MPI class a Trainer takes
