@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from dataclasses import fields as fields_of
 
 import numpy as np
 
@@ -164,7 +165,7 @@ class RunOptions:
     def _plain(self) -> bool:
         """Every option a plain Python value in range: what :meth:`_check` would pass, at
         once (every run makes its options; the rules cost several microseconds)."""
-        tol, patience = self.tol, self.patience
+        patience = self.patience
         return (type(self.task) is int and self.task in _TASKS
                 and type(self.batch) is int and self.batch >= 1
                 and type(self.eval_batch) is int and self.eval_batch >= 1
@@ -172,7 +173,7 @@ class RunOptions:
                 and type(self.shuffle) is int and self.shuffle in _SHUFFLES
                 and type(self.drop_last) is bool and type(self.restore_best) is bool
                 and type(self.reg_per_batch) is bool
-                and type(tol) is float and (0.0 <= tol < math.inf or tol == math.inf)
+                and type(self.tol) is float and self.tol >= 0.0  # (inf: never improves)
                 and ((type(patience) is int and patience >= 0) or patience == math.inf)
                 and type(self.monitor) is int and self.monitor in _MONITORS
                 and type(self.epochs) is int and self.epochs >= 1
@@ -252,6 +253,17 @@ class RunOptions:
         it is written."""
         return self._row
 
+    def __reduce__(self):
+        # a copy (pickle, deepcopy) is made anew from the options: NumPy would restore the row
+        # writable, and the compiled loop's calls are typed for a read-only one
+        return _made_from, ({name: getattr(self, name) for name in _OPTIONS},)
+
+
+def _made_from(options: dict) -> RunOptions:
+    return RunOptions(**options)
+
+
+_OPTIONS = tuple(f.name for f in fields_of(RunOptions) if f.init)
 
 _ROW_FIELDS = (fields.C_BATCH, fields.C_EVAL_BATCH, fields.C_SHUFFLE, fields.C_DROP_LAST,
                fields.C_TOL, fields.C_PATIENCE, fields.C_MONITOR, fields.C_RESTORE_BEST,

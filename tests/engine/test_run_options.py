@@ -5,10 +5,12 @@ one ``LoopArrays`` gathered by the program."""
 from __future__ import annotations
 
 import ast
+import copy
 import dataclasses
 import inspect
 import math
 import pathlib
+import pickle
 
 import numpy as np
 import pytest
@@ -78,6 +80,16 @@ def test_the_config_row_is_made_once_and_read_only():
     assert options.config_row() is row and not row.flags.writeable
     with pytest.raises(ValueError, match="read-only"):
         row[fields.C_BATCH] = 32
+
+
+@pytest.mark.parametrize("duplicate", [copy.copy, copy.deepcopy,
+                                       lambda o: pickle.loads(pickle.dumps(o))])
+def test_a_copied_or_unpickled_spec_keeps_a_read_only_row(duplicate):
+    """(A trainer copied or unpickled carries its last fit's options.)"""
+    options = _options(augmentation=AUGMENTATION)
+    twin = duplicate(options)
+    assert twin == options and np.array_equal(twin.config_row(), options.config_row())
+    assert not twin.config_row().flags.writeable
 
 
 @pytest.mark.parametrize("changes, error, message", [
