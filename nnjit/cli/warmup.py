@@ -1,8 +1,8 @@
 """``nnjit warmup``: compile (or load from numba's cache) every piece a built-in model needs.
 
-The training loop, each built-in op family (conv, pooling, normalization, embedding, joining,
-graph), and the batch loaders (plain, augmenting, the graph family's sampled batches), for one
-dtype or both: after it, the first fit of any built-in architecture compiles nothing (a Docker
+The training loop, each built-in op family (elementwise, dropout, conv, pooling, normalization,
+embedding, joining, graph), the batch loaders (plain, augmenting, the graph family's sampled
+batches) and the optimizer steps (SGD, Adam, RMSprop), for one dtype or both: after it, the first fit of any built-in architecture compiles nothing (a Docker
 image runs it at build time). One line per piece says whether it was compiled or loaded, and
 how long it took. The MPI hooks compile at the first data-parallel fit (they need mpi4py and a
 communicator).
@@ -48,6 +48,10 @@ def pieces(dtype):
                 yield loader.what, lambda loader=loader: loader.addresses(dtype, data_types)
     augmenting = dispatch.loader_entry((), augment=True)
     yield augmenting.what, lambda: augmenting.addresses(dtype, data_types)
+    from nnjit.kernels.optim import STEPS
+
+    for step in dict.fromkeys(dispatch.optimizer_entry(kind) for kind in sorted(STEPS)):
+        yield step.what, lambda step=step: step.addresses(dtype)
 
 
 def warmup(dtypes=("float32",)) -> int:

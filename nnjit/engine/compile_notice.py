@@ -52,6 +52,9 @@ ESTIMATED_SECONDS = {
     "the batch loader": 1,
     "the augmenting batch loader": 2,
     "the training loop's hooks": 0,
+    "the SGD step": 0,
+    "the Adam step": 0,
+    "the RMSprop step": 0,
     "the MPI hooks": 1,
 }
 

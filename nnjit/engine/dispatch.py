@@ -11,7 +11,8 @@ its type does not depend on which entries it holds. The interpreter calls an add
 :func:`nnjit.engine.native_call.caller`.
 
 Table layout (:data:`T_WIDTH` columns): row 0 holds the hooks, ``(address, signature key)`` pairs
-at :data:`T_LOADER`, :data:`T_SHARD_ROWS`, :data:`T_SYNC_GRADIENTS`, :data:`T_SYNC_EPOCH`; each
+at :data:`T_LOADER`, :data:`T_SHARD_ROWS`, :data:`T_SYNC_GRADIENTS`, :data:`T_SYNC_EPOCH` and
+:data:`T_OPTIMIZER` (a fit's optimizer step: only the optimizers in use are compiled); each
 further row one family: its opcodes ``[T_FIRST, T_STOP)``, then the forward and backward pairs at
 :data:`T_FORWARD` and :data:`T_BACKWARD`.
 
@@ -33,11 +34,13 @@ from numba.np.numpy_support import from_dtype
 from nnjit.engine import compile_notice
 from nnjit.engine.batch_loading import load_augmented_rows, load_rows
 from nnjit.engine.native_call import address_of, signature_key
+from nnjit.kernels import optim as ko
 from nnjit.kernels._jit import jit, renamed_copy
 from nnjit.ops.family import OpFamily
 
-T_WIDTH = 8
-T_LOADER, T_SHARD_ROWS, T_SYNC_GRADIENTS, T_SYNC_EPOCH = 0, 2, 4, 6  # row 0: (address, key)
+T_WIDTH = 10
+# row 0: (address, key) pairs
+T_LOADER, T_SHARD_ROWS, T_SYNC_GRADIENTS, T_SYNC_EPOCH, T_OPTIMIZER = 0, 2, 4, 6, 8
 T_FIRST, T_STOP, T_FORWARD, T_BACKWARD = 0, 1, 2, 4  # family rows
 
 _INT = types.int64
@@ -249,12 +252,44 @@ def _mpi_hooks():
     return tuple(_MPI_HOOKS)
 
 
-def table(families, dtype, data_types, *, augment: bool = False, mpi: bool = False
-          ) -> np.ndarray:
+# -- optimizer steps -----------------------------------------------------------------------------
+def _optimizer_signature(dtype, _):
+    arena = arena_type(dtype)
+    return types.boolean(_INT, arena, arena, types.Array(arena.dtype, 2, "C"), _F64,
+                         types.float64, _INT)
+
+
+def _optimizer_template(kind, params, grads, opt_state, opt_hyper, lr, step):
+    return _step(kind, params, grads, opt_state, opt_hyper, lr, step)
+
+
+_step = ko.sgd_step  # (each entry's copy names its own)
+
+
+@functools.cache
+def _optimizer_entry(name: str, step) -> Entry:
+    def make(dtype):
+        return (jit(renamed_copy(_optimizer_template, f"{name}_{dtype}", {"_step": step})),)
+
+    return Entry(f"the {name} step", make, _optimizer_signature)
+
+
+def optimizer_entry(kind: int) -> Entry:
+    """The compiled step of optimizer ``kind`` (``nnjit.optim``'s ``kind``, ``OPT_*``)."""
+    if kind not in ko.STEPS:
+        raise ValueError(f"no compiled step for optimizer kind {kind!r} (known: "
+                         f"{', '.join(map(str, sorted(ko.STEPS)))})")
+    return _optimizer_entry(*ko.STEPS[kind])
+
+
+def table(families, dtype, data_types, *, augment: bool = False, mpi: bool = False,
+          optimizer: int | None = None) -> np.ndarray:
     """The table for one run of a program using ``families`` on an arena of ``dtype`` with X,
     Y and perm of ``data_types`` (numba types): every entry compiled now (or loaded from numba's
     cache), each announced by the compile notice when it really compiles. The core families
-    are left out: the interpreter inlines them."""
+    are left out: the interpreter inlines them. ``optimizer``: a fit's optimizer kind (None: a
+    run that takes no step; its column then holds no address, and a step would stop the run
+    with BAD_TABLE)."""
     if augment and mpi:
         raise ValueError("augmentation and MPI have no build together")
     extra = [f for f in families if not f.core]
@@ -264,6 +299,8 @@ def table(families, dtype, data_types, *, augment: bool = False, mpi: bool = Fal
     for column, entry in zip((T_LOADER, T_SHARD_ROWS, T_SYNC_GRADIENTS, T_SYNC_EPOCH), entries):
         rows[0, column : column + 2] = entry.address(
             dtype, data_types if column == T_LOADER else None)
+    if optimizer is not None:
+        rows[0, T_OPTIMIZER : T_OPTIMIZER + 2] = optimizer_entry(optimizer).address(dtype)
     for row, family in enumerate(extra, start=1):
         forward, backward = family_entry(family).addresses(dtype)
         rows[row, T_FIRST], rows[row, T_STOP] = family.block.start, family.block.stop

@@ -33,6 +33,7 @@ from nnjit.engine.dispatch import (
     T_FIRST,
     T_FORWARD,
     T_LOADER,
+    T_OPTIMIZER,
     T_SHARD_ROWS,
     T_STOP,
     T_SYNC_EPOCH,
@@ -373,10 +374,11 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
                 state[ST_STEP] += 1.0
                 state[ST_FIT_STEP] += 1.0
                 kind = int(cfg[C_OPT_KIND])
-                if not ko.optimizer_step(kind, tparams, pgrads, opt_state, opt_hyper,
-                                         state[ST_LR], int(state[ST_STEP])):
+                if not _call_bool(table[0, T_OPTIMIZER], table[0, T_OPTIMIZER + 1],
+                                  (kind, tparams, pgrads, opt_state, opt_hyper, state[ST_LR],
+                                   int(state[ST_STEP])))[0]:
                     state[ST_JOB] = -1
-                    return st.UNKNOWN_OPTIMIZER, kind
+                    return st.BAD_TABLE, T_OPTIMIZER
             counted = stats[2]
             state[ST_TRAIN_LOSS] += stats[0] + penalty * counted
             state[ST_TRAIN_CORRECT] += stats[1]

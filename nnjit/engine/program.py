@@ -168,7 +168,7 @@ class Program:
         # the families the records use: the core ones are inlined in the compiled loop, the
         # others are entries of its dispatch table (nnjit.engine.dispatch)
         self.families = tuple(dict.fromkeys(registry.family_of(op) for op in sorted(codes)))
-        self._tables = {}  # (augment, mpi, data types) -> dispatch table, made on demand
+        self._tables = {}  # (augment, mpi, optimizer, data types) -> dispatch table, made on demand
         self._write_constants()
         tape.program = self
 
@@ -298,16 +298,18 @@ class Program:
     def _table(self, options: RunOptions, X, Y, perm) -> np.ndarray:
         """The dispatch table of a run with ``options``: this program's families, its job
         loader (the augmenting one for a fit with augmentation) and the MPI hooks for a
-        data-parallel fit; every entry compiled (or loaded from numba's cache) when first
-        needed."""
+        data-parallel fit, and a fit's optimizer step; every entry compiled (or loaded from
+        numba's cache) when first needed."""
         mpi = options.mpi is not None
         augment = options.augmentation is not None  # (RunOptions refuses both together)
+        optimizer = options.optimizer if options.task == fields.TASK_FIT else None
         data_types = tuple(_numba_type(a) for a in (X, Y, perm))
-        key = (augment, mpi, data_types)
+        key = (augment, mpi, optimizer, data_types)
         table = self._tables.get(key)
         if table is None:
             table = self._tables[key] = dispatch.table(self.families, self.dtype, data_types,
-                                                       augment=augment, mpi=mpi)
+                                                       augment=augment, mpi=mpi,
+                                                       optimizer=optimizer)
         return table
 
     def prepare(self, options: RunOptions, data, step: StepArrays, state, best, history, out,

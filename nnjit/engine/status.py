@@ -12,7 +12,7 @@ YIELD_BACKWARD = 3  # a Python op must run its backward
 INTERRUPTED = 4  # a STOP_NOW request (a second Ctrl-C) abandoned the running epoch
 NO_ROWS = 5  # the task has no rows to run (no job): Python's checks should have said so first
 UNKNOWN_OPCODE = 6  # no dispatch branch of the build handles the returned record's opcode
-UNKNOWN_OPTIMIZER = 7  # the run configuration's optimizer kind (returned) has no update branch
+# (7: an unknown optimizer kind, until each optimizer became a dispatch table entry)
 BAD_INPUT = 8  # the returned record's op found bad input data (an index out of range)
 BAD_TABLE = 9  # a dispatch table entry (returned: its column) has another signature than its call
 NONFINITE_TRAIN_LOSS = 10
@@ -103,10 +103,6 @@ def raise_for_status(status: int, op_index: int, epoch: int, program, restored: 
             "abandoned; the history of the completed epochs is kept")
     if status == UNKNOWN_OPCODE:
         raise UnknownOpcodeError(_unknown_opcode_message(op_index, program))
-    if status == UNKNOWN_OPTIMIZER:
-        raise RuntimeError(f"the run configuration names optimizer kind {op_index}, which the "
-                           "compiled loop does not know (nnjit.kernels.optim.optimizer_step has "
-                           "no branch for it): the run stopped before that update")
     if status == BAD_TABLE:
         raise RuntimeError(f"the compiled loop's dispatch table entry in column {op_index} was "
                            "compiled for other argument types than the loop passes "

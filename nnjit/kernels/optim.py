@@ -177,30 +177,42 @@ def l2_penalty(params, grads, spans, coef):
     return 0.5 * coef * total
 
 
-# -- one compiled function for every optimizer (numba's compile cost is per compiled function) --
+# -- the optimizer steps: one per optimizer family, each compiled on its own when a fit uses it
+# (an entry of the compiled loop's dispatch table, nnjit.engine.dispatch), with one signature:
+# ``step(kind, params, grads, opt_state, opt_hyper, lr, step) -> True``. ``opt_state`` (2, n)
+# holds the optimizer's buffers; ``opt_hyper`` its hyperparameters in the order of
+# :meth:`nnjit.optim.Optimizer.hyper_vector` (entry 0, the base rate, is unused). scikit-learn's
+# kinds share torch's step (one inlined loop, a flag).
 OPT_SGD, OPT_ADAM, OPT_RMSPROP, OPT_SKLEARN_SGD, OPT_SKLEARN_ADAM = 0, 1, 2, 3, 4
 
 _sgd, _adam, _rmsprop = inlined(sgd_update), inlined(adam_update), inlined(rmsprop_update)
 
 
-@jit
-def optimizer_step(kind, params, grads, opt_state, opt_hyper, lr, step):
-    """One update of the flat parameter block (n,) with learning rate ``lr``; False, changing
-    nothing, when ``kind`` is no optimizer this function knows (the compiled loop stops).
-
-    ``opt_state`` (2, n) holds the optimizer's buffers; ``opt_hyper`` its hyperparameters in the
-    order of :meth:`nnjit.optim.Optimizer.hyper_vector` (entry 0, the base rate, is unused).
-    """
-    # (scikit-learn's kinds share torch's call site: one inlined loop each, not two)
-    if kind == OPT_SGD or kind == OPT_SKLEARN_SGD:
-        _sgd(params, grads, opt_state[0], lr, opt_hyper[1], opt_hyper[2], opt_hyper[3] != 0.0,
-             opt_hyper[4], step, kind == OPT_SKLEARN_SGD)
-    elif kind == OPT_ADAM or kind == OPT_SKLEARN_ADAM:
-        _adam(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1], opt_hyper[2],
-              opt_hyper[3], opt_hyper[4], opt_hyper[5] != 0.0, step, kind == OPT_SKLEARN_ADAM)
-    elif kind == OPT_RMSPROP:
-        _rmsprop(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1], opt_hyper[2],
-                 opt_hyper[3], opt_hyper[4], step)
-    else:
-        return False
+@jit(inline="always")
+def sgd_step(kind, params, grads, opt_state, opt_hyper, lr, step):
+    """SGD (momentum, dampening, Nesterov, weight decay) or scikit-learn's SGD."""
+    _sgd(params, grads, opt_state[0], lr, opt_hyper[1], opt_hyper[2], opt_hyper[3] != 0.0,
+         opt_hyper[4], step, kind == OPT_SKLEARN_SGD)
     return True
+
+
+@jit(inline="always")
+def adam_step(kind, params, grads, opt_state, opt_hyper, lr, step):
+    """Adam, AdamW (decoupled weight decay) or scikit-learn's Adam."""
+    _adam(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1], opt_hyper[2],
+          opt_hyper[3], opt_hyper[4], opt_hyper[5] != 0.0, step, kind == OPT_SKLEARN_ADAM)
+    return True
+
+
+@jit(inline="always")
+def rmsprop_step(kind, params, grads, opt_state, opt_hyper, lr, step):
+    """RMSprop (centered or not, momentum, weight decay)."""
+    _rmsprop(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1], opt_hyper[2],
+             opt_hyper[3], opt_hyper[4], step)
+    return True
+
+
+#: Each optimizer kind's step, and the name its compiled entry goes by.
+STEPS = {OPT_SGD: ("SGD", sgd_step), OPT_SKLEARN_SGD: ("SGD", sgd_step),
+         OPT_ADAM: ("Adam", adam_step), OPT_SKLEARN_ADAM: ("Adam", adam_step),
+         OPT_RMSPROP: ("RMSprop", rmsprop_step)}

@@ -216,7 +216,7 @@ def test_the_layout_never_changes_after_the_program_is_built():
     trainer.evaluate(images, labels)
     trainer.gradients(images[:16], labels[:16])
     assert trainer.program is program and program.layout.tobytes() == built
-    assert {(augment, mpi) for augment, mpi, _ in program._tables} == {(True, False),
+    assert {(augment, mpi) for augment, mpi, _, _ in program._tables} == {(True, False),
                                                                       (False, False)}
     # the template a cached layout is instantiated from shares the same vector
     assert program.template().instance(1).layout.tobytes() == built
@@ -262,6 +262,9 @@ def _layout_era_signature(column: int, dtype, data_types):
     if column == dispatch.T_LOADER:
         return i64, (*data_types, types.boolean, i64, i64, types.boolean, arena,
                      types.Array(types.int64, 2, "C"), layout, layout, layout)
+    if column == dispatch.T_OPTIMIZER:  # (the step before it took the kind: not layout-era)
+        return types.boolean, (arena, arena, types.Array(arena.dtype, 2, "C"), f64,
+                               types.float64, i64)
     return {dispatch.T_SHARD_ROWS: (types.UniTuple(i64, 2), (i64, i64, i64, layout)),
             dispatch.T_SYNC_GRADIENTS: (types.Tuple((i64, types.boolean)),
                                         (arena, f64, i64, i64, layout)),
@@ -269,7 +272,8 @@ def _layout_era_signature(column: int, dtype, data_types):
 
 
 @pytest.mark.parametrize("column", [dispatch.T_LOADER, dispatch.T_SHARD_ROWS,
-                                    dispatch.T_SYNC_GRADIENTS, dispatch.T_SYNC_EPOCH])
+                                    dispatch.T_SYNC_GRADIENTS, dispatch.T_SYNC_EPOCH,
+                                    dispatch.T_OPTIMIZER])
 def test_an_entry_of_another_signature_is_refused_at_run_time(column, monkeypatch):
     """The table entries, their signatures in nnjit.engine.dispatch and the interpreter's calls
     must agree: an entry whose key names another signature is not called, the run stops with
