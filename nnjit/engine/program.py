@@ -168,7 +168,7 @@ class Program:
         # the families the records use: the core ones are inlined in the compiled loop, the
         # others are entries of its dispatch table (nnjit.engine.dispatch)
         self.families = tuple(dict.fromkeys(registry.family_of(op) for op in sorted(codes)))
-        self._tables = {}  # (augment, mpi, optimizer, data types) -> dispatch table, made on demand
+        self._tables = {}  # (run kind, data kinds) -> dispatch table, made on demand
         self._write_constants()
         tape.program = self
 
@@ -225,7 +225,8 @@ class Program:
         # the slot table (graph batches write it: graph programs are not reused) and the layout.
         program.hyper = self.hyper.copy()
         program.rng = seed_state(seed)
-        program._tables = {}  # (its own: the template's dict is shared by every instance)
+        # (the template's _tables are shared: a table holds only addresses of compiled code,
+        # the same for every instance of one layout)
         program.gdata = no_graph()
         program.current_rows = self.max_batch
         if self.tape.constants:
@@ -303,10 +304,13 @@ class Program:
         mpi = options.mpi is not None
         augment = options.augmentation is not None  # (RunOptions refuses both together)
         optimizer = options.optimizer if options.task == fields.TASK_FIT else None
-        data_types = tuple(_numba_type(a) for a in (X, Y, perm))
-        key = (augment, mpi, optimizer, data_types)
+        # (X and Y are C-contiguous read-only views here: their dtype and rank name their numba
+        # types, which cost ~8 us each to compute; a fit of Iris takes ~250 us in all)
+        key = (augment, mpi, optimizer, X.dtype.str, X.ndim, Y.dtype.str, Y.ndim,
+               perm.dtype.str, perm.ndim, perm.flags.c_contiguous, perm.flags.writeable)
         table = self._tables.get(key)
         if table is None:
+            data_types = tuple(_numba_type(a) for a in (X, Y, perm))
             table = self._tables[key] = dispatch.table(self.families, self.dtype, data_types,
                                                        augment=augment, mpi=mpi,
                                                        optimizer=optimizer)

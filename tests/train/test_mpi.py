@@ -65,7 +65,7 @@ def test_two_ranks_train_as_one_process_on_the_same_global_batches(tmp_path):
         sys.path.remove(str(HERE))
     # one process, same seed, same global batches: the one-process hooks, no MPI table made
     trainer = mpi_child.fit(str(tmp_path), single=True)
-    assert not any(mpi for _, mpi, _, _ in trainer.program._tables)
+    assert not any(key[1] for key in trainer.program._tables)  # (augment, mpi, ...)
     single = np.load(tmp_path / "single.npz")
     refusals = {name: str(ranks[0][name]) for name in ranks[0].files
                 if name.startswith("refused_")}
