@@ -31,7 +31,6 @@ import time
 from benchmarks._common import (
     REPO_ROOT,
     child_env,
-    emit_result,
     environment_info,
     finish,
     fmt_num,
@@ -108,18 +107,20 @@ CHILD = textwrap.dedent("""
 """)
 
 
+def _env(cache: str) -> dict:
+    """A child's environment: this checkout first on the path, the numba cache ``cache``."""
+    return child_env(NUMBA_CACHE_DIR=cache, NNJIT_COMPILE_NOTICE=0,
+                     PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+
+
 def first_fit(name: str, dtype: str, cache: str) -> dict:
     """One fresh process's first fit of architecture ``name`` on the numba cache ``cache``."""
-    code = CHILD.format(dtype=dtype, name=name, model=ARCHITECTURES[name])
-    env = child_env(NUMBA_CACHE_DIR=cache, NNJIT_COMPILE_NOTICE=0,
-                    PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
-    return run_child(code, env)
+    return run_child(CHILD.format(dtype=dtype, name=name, model=ARCHITECTURES[name]), _env(cache))
 
 
 def warmup(dtype: str, cache: str) -> dict:
     """``nnjit warmup --dtype D`` on ``cache``: its CPU seconds (the child's, from rusage)."""
-    env = child_env(NUMBA_CACHE_DIR=cache, NNJIT_COMPILE_NOTICE=0,
-                    PYTHONPATH=os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = _env(cache)
     before = os.times()
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "nnjit", "warmup", "--dtype", dtype],

@@ -2,10 +2,10 @@
 
 The training loop, each built-in op family (elementwise, dropout, conv, pooling, normalization,
 embedding, joining, graph), the batch loaders (plain, augmenting, the graph family's sampled
-batches) and the optimizer steps (SGD, Adam, RMSprop), for one dtype or both: after it, the first fit of any built-in architecture compiles nothing (a Docker
-image runs it at build time). One line per piece says whether it was compiled or loaded, and
-how long it took. The MPI hooks compile at the first data-parallel fit (they need mpi4py and a
-communicator).
+batches) and the optimizer steps (SGD, Adam, RMSprop), for one dtype or both: after it, the
+first fit of any built-in architecture compiles nothing (a Docker image runs it at build time).
+One line per piece says whether it was compiled or loaded, and how long it took. The MPI hooks
+compile at the first data-parallel fit (they need mpi4py and a communicator).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ def pieces(dtype):
     from numba import typeof
 
     from nnjit.engine import dispatch
+    from nnjit.kernels.optim import STEPS
     from nnjit.ops.opcodes import BUILTIN_FAMILIES
 
     def training_loop():
@@ -48,8 +49,6 @@ def pieces(dtype):
                 yield loader.what, lambda loader=loader: loader.addresses(dtype, data_types)
     augmenting = dispatch.loader_entry((), augment=True)
     yield augmenting.what, lambda: augmenting.addresses(dtype, data_types)
-    from nnjit.kernels.optim import STEPS
-
     for step in dict.fromkeys(dispatch.optimizer_entry(kind) for kind in sorted(STEPS)):
         yield step.what, lambda step=step: step.addresses(dtype)
 

@@ -68,8 +68,8 @@ QUIET_BELOW = 2
 #: While a piece compiles, a line every this many seconds says it still does.
 TICK_SECONDS = 10.0
 
-#: The command that compiles each piece ahead of time, named in the notice ("" leaves it out,
-#: e.g. while that command itself runs).
+#: The command that compiles every piece ahead of time, named in the notice (not while that
+#: command itself runs: :func:`no_warmup_hint`).
 WARMUP_COMMAND = "nnjit warmup"
 
 # id(dispatcher) -> (dispatcher, what and the arena argument's index | its _Piece and None)

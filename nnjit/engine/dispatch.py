@@ -307,14 +307,3 @@ def table(families, dtype, data_types, *, augment: bool = False, mpi: bool = Fal
         rows[row, T_FORWARD : T_FORWARD + 2] = forward
         rows[row, T_BACKWARD : T_BACKWARD + 2] = backward
     return rows
-
-
-def warm_families(families, dtype) -> list[str]:
-    """Compile (or load) the table entries of ``families`` for ``dtype``; their names."""
-    done = []
-    for family in families:
-        if family.core:
-            continue
-        family_entry(family).addresses(dtype)
-        done.append(family.name)
-    return done

@@ -102,7 +102,7 @@ from nnjit.tape.slot_views import slot_view as _view
 
 _PYTHON_OP = python_op.FAMILY.block.start
 
-#: The families of the base build, inlined in every build: what an MLP compiles.
+#: The families inlined in the compiled loop: what every MLP runs (the others: the table's).
 CORE_FAMILIES = tuple(m.FAMILY for m in (dense, activations, losses))
 
 
