@@ -9,7 +9,9 @@ C/g * kH * kW`` per product (forward, weight gradient, input gradient); the GEMM
 :func:`benchmarks.scale.gemm_peak` (float32 1024^3, best route, best of trials).
 
 ``python -m benchmarks.conv_stack`` prints the result; :func:`measure_conv_stack` returns it
-(the ``cnn`` benchmark calls it).
+(the ``cnn`` benchmark calls it). :func:`direction_call` times one direction of one convolution
+the same way and :func:`between_peaks` brackets a measurement with the peak (the ``cnn``
+benchmark's VGG-style layers, :mod:`benchmarks.vgg`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ IMAGE = 32
 LAYERS = ((32, 64), (64, 64))  # (in_channels, out_channels), 3x3, padding 1, stride 1
 KERNEL = 3
 TARGET_FRACTION = 0.70
+#: What :func:`direction_call` can time, in the order of its compiled loop's codes.
+DIRECTIONS = ("forward", "weight gradient", "input gradient")
 
 
 @jit
@@ -44,15 +48,50 @@ def _run_steps(x, w1, b1, y1, w2, b2, y2, dy2, dy1, dw1, db1, dw2, db2, hyper, h
                            False, hyper, h1, scratch)
 
 
-def _layer(c, o, size, algorithm):
+@jit
+def _run_direction(x, w, b, y, dy, dx, dwt, db, direction, hyper, scratch, steps):
+    """``steps`` runs of one direction (its index in DIRECTIONS) of one convolution through the
+    conv kernels, one compiled loop; the gradients alone, without the bias's."""
+    weight = direction == 1
+    for _ in range(steps):
+        if direction == 0:
+            kc.conv2d_forward(x, w, b, y, True, hyper, 0, scratch)
+        else:
+            kc.conv2d_backward(x, w, dy, dx, dwt, db, not weight, False, weight, False, False,
+                               False, hyper, 0, scratch)
+
+
+def _layer(c, o, size, algorithm, batch=BATCH):
+    """The geometry block (as ``nnjit.ops.conv`` records it), scratch elements and FLOPs of one
+    product of a 3x3 padding-1 convolution ``c -> o`` on ``batch`` images ``size x size``."""
     from nnjit.ops.conv import ALGORITHMS
 
     algo = ALGORITHMS[algorithm]
     block = (c, size, size, o, KERNEL, KERNEL, 1, 1, 1, 1, 1, 1, 1, size, size, algo,
              kc.samples_per_product(size, size, c * KERNEL * KERNEL, o))
     scratch = kc.scratch_elements(c, KERNEL, KERNEL, size, size, o, 1, 1, 1, 1, algo)
-    flops = 2.0 * BATCH * o * size * size * c * KERNEL * KERNEL
+    flops = 2.0 * batch * o * size * size * c * KERNEL * KERNEL
     return block, scratch, flops
+
+
+def direction_call(c, o, size, direction, batch=BATCH):
+    """``(call, flops, algorithm)`` for one direction (one of DIRECTIONS) of a 3x3 padding-1
+    convolution ``c -> o`` on ``batch`` float32 images ``size x size``: ``call(steps)`` runs
+    nnjit's conv kernel ``steps`` times in one compiled loop (the algorithm nnjit chooses for
+    the shape), ``flops`` is one run's."""
+    from nnjit.ops.conv import choose_algorithm
+
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    algorithm = choose_algorithm(c, KERNEL, KERNEL, o)
+    block, n_scratch, flops = _layer(c, o, size, algorithm, batch)
+    x = rng.standard_normal(batch * c * size * size).astype(f32)
+    w = (rng.standard_normal(o * c * KERNEL * KERNEL) * 0.05).astype(f32)
+    y = np.zeros(batch * o * size * size, f32)
+    dy = rng.standard_normal(y.size).astype(f32)
+    args = (x, w, np.zeros(o, f32), y, dy, np.zeros_like(x), np.zeros_like(w), np.zeros(o, f32),
+            DIRECTIONS.index(direction), np.array(block, np.float64), np.zeros(n_scratch, f32))
+    return (lambda steps: _run_direction(*args, steps)), flops, algorithm
 
 
 def _conv_stack_seconds(repeats: int, min_trial_s: float) -> tuple[float, dict, float]:
@@ -95,13 +134,10 @@ def _conv_stack_seconds(repeats: int, min_trial_s: float) -> tuple[float, dict, 
     return best, algos, flops
 
 
-def measure_conv_stack(repeats: int = 5, min_trial_s: float = 0.5, peak_trials: int = 5) -> dict:
-    """Forward + backward GFLOP/s of the 3x3 stack and the 1-thread float32 GEMM peak, both
-    with BLAS pinned to 1 thread (best of ``repeats`` trials of >= ``min_trial_s`` each, the
-    peak measured before and after: the better one is used).
-
-    Returns ``{"gflops", "seconds_per_step", "flops_per_step", "gemm_peak_gflops",
-    "fraction_of_peak", "target_fraction", "algorithms", "workload"}``."""
+def between_peaks(measure, peak_trials: int = 5):
+    """``measure()`` with BLAS pinned to 1 thread, between two measurements of the 1-thread
+    float32 GEMM peak (:func:`benchmarks.scale.gemm_peak`, 1024^3, ``peak_trials`` trials each).
+    Returns ``(measure's result, the better of the two peaks' dicts)``."""
     from threadpoolctl import threadpool_limits
 
     import nnjit.train.threads  # noqa: F401  (loads the BLAS numba calls: the limit must see it)
@@ -109,18 +145,28 @@ def measure_conv_stack(repeats: int = 5, min_trial_s: float = 0.5, peak_trials: 
 
     with threadpool_limits(limits=1):
         peak_start = gemm_peak(1024, peak_trials, 0.2)
-        seconds, algos, flops = _conv_stack_seconds(repeats, min_trial_s)
+        result = measure()
         peak_end = gemm_peak(1024, peak_trials, 0.2)
-    peak = max(peak_start["peak_gflops"], peak_end["peak_gflops"])
+    return result, max(peak_start, peak_end, key=lambda p: p["peak_gflops"])
+
+
+def measure_conv_stack(repeats: int = 5, min_trial_s: float = 0.5, peak_trials: int = 5) -> dict:
+    """Forward + backward GFLOP/s of the 3x3 stack and the 1-thread float32 GEMM peak, both
+    with BLAS pinned to 1 thread (best of ``repeats`` trials of >= ``min_trial_s`` each, the
+    peak measured before and after: the better one is used).
+
+    Returns ``{"gflops", "seconds_per_step", "flops_per_step", "gemm_peak_gflops",
+    "fraction_of_peak", "target_fraction", "algorithms", "workload"}``."""
+    (seconds, algos, flops), peak = between_peaks(
+        lambda: _conv_stack_seconds(repeats, min_trial_s), peak_trials)
     gflops = flops / seconds / 1e9
     return {
         "gflops": gflops,
         "seconds_per_step": seconds,
         "flops_per_step": flops,
-        "gemm_peak_gflops": peak,
-        "gemm_peak_route": (peak_start if peak_start["peak_gflops"] >= peak_end["peak_gflops"]
-                            else peak_end)["best_route"],
-        "fraction_of_peak": gflops / peak,
+        "gemm_peak_gflops": peak["peak_gflops"],
+        "gemm_peak_route": peak["best_route"],
+        "fraction_of_peak": gflops / peak["peak_gflops"],
         "target_fraction": TARGET_FRACTION,
         "algorithms": algos,
         "workload": (f"batch {BATCH}, {LAYERS[0][0]}x{IMAGE}x{IMAGE} input, 3x3 padding 1: "
