@@ -28,9 +28,15 @@ epoch by epoch, so machine drift spreads over both):
    (``forward(self, x_num, x_cat)``: one ``Embedding`` per categorical column, concatenated with
    the numeric columns, 64 - 64 - 2) against the same in PyTorch: accuracy (and the accuracy of
    the true noiseless logit) and the per-epoch ratio.
-5. Memory: the arena (``program.values`` + ``program.grads``) of every nnjit model, and the NRT
+5. VGG-style net on Fashion-MNIST (issue 22; ``benchmarks.vgg``: ``conv 32@3x3 pad 1 - BatchNorm -
+   ReLU - conv 32@3x3 pad 1 - ReLU - maxpool 2 - conv 64@3x3 pad 1 - BatchNorm - ReLU - maxpool 2
+   - flatten - 10``) on the first 6,000 training images, batch 64, Adam lr 1e-3, 3 epochs, like
+   LeNet-5. Targets: nnjit >= 1.5x faster, accuracy within 0.5 points of PyTorch's. Then each
+   convolution's products alone at batch 64, per direction (forward, weight gradient, input
+   gradient): nnjit's conv kernels and PyTorch's, GFLOP/s against the 1-thread GEMM peak.
+6. Memory: the arena (``program.values`` + ``program.grads``) of every nnjit model, and the NRT
    allocations of a 2-epoch and a 12-epoch fit (per epoch must be 0).
-6. Compile: one fresh process with an empty ``NUMBA_CACHE_DIR`` fits, in turn, an MLP (the core
+7. Compile: one fresh process with an empty ``NUMBA_CACHE_DIR`` fits, in turn, an MLP (the core
    build), then one small model per new op family; each model's first fit is its build's cold
    compile (the core kernels are already compiled in that process, so the later rows are each
    family's extra cost). The MLP's cold compile is compared with ``benchmarks.core``'s
@@ -81,14 +87,20 @@ LENET = dict(batch=64, lr=1e-3, epochs=5, seed=0)
 OLIVETTI = dict(batch=32, lr=1e-3, epochs=30, seed=44)
 TABULAR = dict(batch=128, lr=1e-3, epochs=5, seed=0, n_train=20000, n_test=5000, n_num=8,
                cards=(12, 40, 100), emb_dim=8, hidden=64)
+VGG = {"batch": 64, "lr": 1e-3, "epochs": 3, "seed": 0, "n_train": 6000}
+#: The VGG-style net's per-layer timings: best of ``repeats`` trials of >= ``min_trial_s`` each.
+VGG_TIMING = {"repeats": 5, "min_trial_s": 0.3, "peak_trials": 5}
 #: The rows, in order (--only picks some).
-SECTIONS = ("lenet", "conv_stack", "olivetti", "tabular", "compile")
-#: The issue's targets.
+SECTIONS = ("lenet", "conv_stack", "olivetti", "tabular", "vgg", "compile")
+#: The issues' targets (13; 22 for the VGG-style net).
 LENET_SPEEDUP, LENET_ACC_POINTS, LENET_MIN_ACC = 2.0, 0.5, 0.88
 CONV_STACK_FRACTION = 0.70
+VGG_SPEEDUP, VGG_ACC_POINTS = 1.5, 0.5
 #: In --quick: rows per part and epochs (checks that everything runs; numbers mean nothing).
 QUICK = dict(lenet_train=256, lenet_test=256, faces_train=64, tab_train=1024, tab_test=256,
              epochs=1, warm_rows=64)
+#: In --quick: one short trial of each timed kernel and of the GEMM peak.
+QUICK_TIMING = {"repeats": 1, "min_trial_s": 0.05, "peak_trials": 1}
 #: Rows of the small copy that warms up each pair and counts NRT allocations (full runs).
 WARM_ROWS = 512
 
@@ -385,32 +397,41 @@ def nrt_per_epoch(pair_factory, quick: bool) -> dict:
 
 
 # -- sections ------------------------------------------------------------------------------------
-def lenet_section(nj, torch, quick: bool) -> dict:
+def fashion_mnist_pair(nj, torch, quick: bool, label: str, c: dict, nnjit_model,
+                       torch_model) -> dict:
+    """A pair (``nnjit_model(nj)``, ``torch_model()``) trained with the settings ``c`` on the
+    Fashion-MNIST training images (the first ``c["n_train"]`` when given) and tested on the test
+    images; ``{"skipped": ...}`` without the file."""
     data = fashion_mnist(nj, quick)
     if data is None:
         return {"skipped": "fashion_mnist.npz not in the shared data folder (or "
                            "$NNJIT_SHARED_DATA)"}
-    c = LENET
+    n = c.get("n_train", len(data["y"]))
+    X_train, y_train = data["X"][:n], data["y"][:n]
     epochs = QUICK["epochs"] if quick else c["epochs"]
 
     def make(warm=False):
         k = QUICK["warm_rows"] if quick else WARM_ROWS
-        X, y = (data["X"][:k], data["y"][:k]) if warm else (data["X"], data["y"])
+        X, y = (X_train[:k], y_train[:k]) if warm else (X_train, y_train)
         with nj.seeded(c["seed"]):
-            model = nnjit_lenet(nj)
-        return Pair(nj, torch, model, torch_lenet(), (X,), y, c["batch"], c["lr"], c["seed"])
+            model = nnjit_model(nj)
+        return Pair(nj, torch, model, torch_model(), (X,), y, c["batch"], c["lr"], c["seed"])
 
-    warm_s = warm_up(make, "LeNet-5")
+    warm_s = warm_up(make, label)
     pair = make()
-    out = run_pair(pair, epochs, "LeNet-5")
+    out = run_pair(pair, epochs, label)
     out["accuracy"] = pair.accuracies((data["X_test"],), data["y_test"])
     out["arena_bytes"] = pair.arena_bytes()
     out["nrt"] = nrt_per_epoch(make, quick)
-    out.update(warmup_s=warm_s, rows=len(data["y"]), test_rows=len(data["y_test"]),
+    out.update(warmup_s=warm_s, rows=len(y_train), test_rows=len(data["y_test"]),
                source=data["source"], settings=c, epochs=epochs)
-    log(f"  LeNet-5: test accuracy nnjit {out['accuracy']['nnjit']:.4f}, PyTorch "
+    log(f"  {label}: test accuracy nnjit {out['accuracy']['nnjit']:.4f}, PyTorch "
         f"{out['accuracy']['PyTorch']:.4f}")
     return out
+
+
+def lenet_section(nj, torch, quick: bool) -> dict:
+    return fashion_mnist_pair(nj, torch, quick, "LeNet-5", LENET, nnjit_lenet, torch_lenet)
 
 
 def conv_stack_section(quick: bool) -> dict:
@@ -420,9 +441,8 @@ def conv_stack_section(quick: bool) -> dict:
         from benchmarks.conv_stack import measure_conv_stack
     except ImportError as e:
         return {"error": f"benchmarks.conv_stack is not importable ({e})"}
-    short = {"repeats": 1, "min_trial_s": 0.05, "peak_trials": 1}
     accepted = inspect.signature(measure_conv_stack).parameters
-    kwargs = {k: v for k, v in short.items() if k in accepted} if quick else {}
+    kwargs = {k: v for k, v in QUICK_TIMING.items() if k in accepted} if quick else {}
     return {"result": measure_conv_stack(**kwargs)}
 
 
@@ -486,6 +506,21 @@ def tabular_section(nj, torch, quick: bool) -> dict:
                bayes_acc=t["bayes_acc"], positive_rate=t["positive_rate"])
     log(f"  embedding MLP: test accuracy nnjit {out['accuracy']['nnjit']:.4f}, PyTorch "
         f"{out['accuracy']['PyTorch']:.4f} (noiseless logit {t['bayes_acc']:.4f})")
+    return out
+
+
+def vgg_section(nj, torch, quick: bool) -> dict:
+    """The VGG-style net trained like LeNet-5 (without the data file: skipped), then its
+    convolutions timed one by one (:func:`benchmarks.vgg.measure_layers`, in ``"layers"``)."""
+    from benchmarks.vgg import measure_layers, nnjit_vgg, torch_vgg
+
+    out = fashion_mnist_pair(nj, torch, quick, "VGG-style", VGG, nnjit_vgg, torch_vgg)
+    log("  VGG-style: per-layer products, nnjit and PyTorch, between two GEMM peaks")
+    out["layers"] = measure_layers(torch, VGG["batch"], **(QUICK_TIMING if quick else VGG_TIMING))
+    step = out["layers"]["step"]
+    log(f"  VGG-style: one step's convolutions {step['gflops']['nnjit']:.1f} GFLOP/s nnjit, "
+        f"{step['gflops']['PyTorch']:.1f} PyTorch (GEMM peak "
+        f"{out['layers']['gemm_peak_gflops']:.1f})")
     return out
 
 
@@ -615,6 +650,19 @@ def targets(res: dict) -> list[dict]:
         add(f"LeNet-5 accuracy after {le['epochs']} epochs within {LENET_ACC_POINTS} points, "
             f"both >= {LENET_MIN_ACC}", f"nnjit {a:.4f}, PyTorch {t:.4f}",
             abs(a - t) * 100 <= LENET_ACC_POINTS and min(a, t) >= LENET_MIN_ACC)
+    vg = res["vgg"]
+    if "nnjit" not in vg:
+        for what in (f"VGG-style per epoch >= {VGG_SPEEDUP}x faster than PyTorch",
+                     f"VGG-style accuracy within {VGG_ACC_POINTS} points"):
+            add(what, vg.get("skipped") or vg.get("error"), None)
+    else:
+        add(f"VGG-style per epoch >= {VGG_SPEEDUP}x faster than PyTorch",
+            f"{fmt_time(vg['nnjit']['epoch_s']['median'])} vs "
+            f"{fmt_time(vg['PyTorch']['epoch_s']['median'])} ({fmt_ratio(vg['speedup'])})",
+            vg["speedup"] is not None and vg["speedup"] >= VGG_SPEEDUP)
+        a, t = vg["accuracy"]["nnjit"], vg["accuracy"]["PyTorch"]
+        add(f"VGG-style accuracy after {vg['epochs']} epochs within {VGG_ACC_POINTS} points",
+            f"nnjit {a:.4f}, PyTorch {t:.4f}", abs(a - t) * 100 <= VGG_ACC_POINTS)
     cs = res["conv_stack"]
     frac = _conv_stack_fraction(cs)
     add(f"3x3 conv stack forward+backward >= {CONV_STACK_FRACTION:.0%} of the GEMM peak",
@@ -630,7 +678,7 @@ def targets(res: dict) -> list[dict]:
         add(f"{label}: accuracy vs PyTorch (same weights and batches)",
             f"nnjit {s['accuracy']['nnjit']:.3f}, PyTorch {s['accuracy']['PyTorch']:.3f}",
             abs(s["accuracy"]["nnjit"] - s["accuracy"]["PyTorch"]) <= 0.02)
-    for key in ("lenet", "olivetti", "tabular"):
+    for key in ("lenet", "olivetti", "tabular", "vgg"):
         s = res[key]
         if "nrt" in s:
             add(f"{key}: 0 NRT allocations per epoch", fmt_num(s["nrt"]["per_epoch"]),
@@ -664,6 +712,7 @@ def print_report(res: dict) -> None:
           f"{(env.get('pinned') or {}).get('cpu')}, 1 thread everywhere)\n", flush=True)
     rows = []
     for key, label in (("lenet", "LeNet-5, Fashion-MNIST, batch 64"),
+                       ("vgg", "VGG-style, Fashion-MNIST 6,000, batch 64"),
                        ("olivetti", "Olivetti CNN, batch 32"),
                        ("tabular", "embedding MLP, batch 128")):
         s = res[key]
@@ -699,6 +748,7 @@ def print_report(res: dict) -> None:
     else:
         line = cs.get("error") or cs.get("skipped") or json.dumps(r, default=str)
     print(f"2. 3x3 conv stack: {line}\n", flush=True)
+    _print_vgg_layers(res["vgg"])
     comp = res.get("compile")
     if comp and "models" in comp:
         rows = [[name, r.get("error", ""), fmt_time(r.get("first_fit_s")),
@@ -708,14 +758,15 @@ def print_report(res: dict) -> None:
                 for name, r in comp["models"].items()]
         core = comp.get("core_benchmark_cold_first_fit_s")
         print_table(["model", "error", "first fit", "numba compile", "compiles", "build"], rows,
-                    "3. Cold compile, one fresh process, empty NUMBA_CACHE_DIR, models in order "
+                    "4. Cold compile, one fresh process, empty NUMBA_CACHE_DIR, models in order "
                     "(later rows: the family's build on top of already compiled core kernels)"
                     + (f"; benchmarks.core's cold first fit: {fmt_time(core)}" if core else ""))
     else:
         why = (comp or {}).get("error", "not measured (--quick or --no-compile)")
-        print(f"3. Cold compile: {why}\n", flush=True)
+        print(f"4. Cold compile: {why}\n", flush=True)
     rows = [[t["what"], t["value"], t["status"]] for t in res["targets"]]
-    print_table(["target (issue 13)", "measured", "status"], rows, "4. Targets", align="lll")
+    print_table(["target (issues 13, 22)", "measured", "status"], rows, "5. Targets",
+                align="lll")
     v = env["versions"]
     rows = [["python / numba / numpy", f"{env['python']} / {env['numba']} / {env['numpy']}"],
             ["torch / scikit-learn", f"{v.get('torch')} / {v.get('scikit-learn')}"],
@@ -724,7 +775,30 @@ def print_report(res: dict) -> None:
              f"{' '.join(f'{x:.2f}' for x in env['loadavg_before'] or [])} / "
              f"{' '.join(f'{x:.2f}' for x in env['loadavg_after'] or [])}"],
             *revision_rows(res)]
-    print_environment(rows, res, "5. Environment")
+    print_environment(rows, res, "6. Environment")
+
+
+def _print_vgg_layers(vg: dict) -> None:
+    """Table 3: the VGG-style net's convolution products, nnjit and PyTorch, against the peak."""
+    lay = vg.get("layers")
+    if not lay:
+        print(f"3. VGG-style convolutions: {vg.get('error') or vg.get('skipped')}\n", flush=True)
+        return
+    peak = lay["gemm_peak_gflops"]
+    rows = []
+    for r in (*lay["rows"], lay["step"]):
+        s, g, f = r["seconds"], r["gflops"], r["fraction_of_peak"]
+        rows.append([r["layer"], r["shape"], r["direction"], r.get("algorithm", ""),
+                     f"{r['flops'] / 1e9:.3f}", fmt_time(s["nnjit"], "ms"),
+                     f"{g['nnjit']:.1f}", f"{f['nnjit']:.1%}", fmt_time(s["PyTorch"], "ms"),
+                     f"{g['PyTorch']:.1f}", f"{f['PyTorch']:.1%}",
+                     fmt_ratio(ratio(s["PyTorch"], s["nnjit"]))])
+    print_table(["layer", "shape", "direction", "algorithm", "GFLOP", "nnjit", "GFLOP/s",
+                 "of peak", "PyTorch", "GFLOP/s", "of peak", "nnjit speed-up"], rows,
+                f"3. VGG-style convolutions, one product at a time, batch {lay['batch']}, 1 "
+                f"thread (best of the trials): GFLOP/s against the 1-thread float32 GEMM peak "
+                f"measured before and after, {peak:.1f} GFLOP/s ({lay['gemm_peak_route']})",
+                align="llll" + "r" * 8)
 
 
 def _warnings(res: dict) -> list[str]:
@@ -735,7 +809,7 @@ def _warnings(res: dict) -> list[str]:
     if res["config"]["quick"]:
         out.append("--quick: tiny subsets and 1 epoch; the numbers mean nothing")
         return out
-    for key in ("lenet", "olivetti", "tabular"):
+    for key in ("lenet", "olivetti", "tabular", "vgg"):
         if res[key].get("same_batch_order") is False:
             out.append(f"{key}: the torch loop's batch order differs from nnjit's")
     for t in res["targets"]:
@@ -788,13 +862,16 @@ def main(argv=None) -> dict:
     torch_threads = torch_setup_threads()
     res: dict = {"benchmark": "cnn",
                  "config": dict(quick=args.quick, lenet=LENET, olivetti=OLIVETTI,
-                                tabular=TABULAR, quick_sizes=QUICK if args.quick else None,
+                                tabular=TABULAR, vgg=VGG,
+                                vgg_timing=QUICK_TIMING if args.quick else VGG_TIMING,
+                                quick_sizes=QUICK if args.quick else None,
                                 pin=not args.no_pin)}
     sections = {"lenet": ("1. LeNet-5 on Fashion-MNIST", lenet_section, (nnjit, torch)),
                 "conv_stack": ("2. 3x3 conv stack", conv_stack_section, ()),
                 "olivetti": ("3. Olivetti CNN", olivetti_section, (nnjit, torch)),
                 "tabular": ("4. embedding MLP on a synthetic table", tabular_section,
-                            (nnjit, torch))}
+                            (nnjit, torch)),
+                "vgg": ("5. VGG-style net on Fashion-MNIST", vgg_section, (nnjit, torch))}
     with threadpool_limits(limits=1, user_api="blas"):
         for key, (title, section, section_args) in sections.items():
             if key not in only:
@@ -805,7 +882,7 @@ def main(argv=None) -> dict:
     if args.quick or args.no_compile or "compile" not in only:
         res["compile"] = None
     else:
-        log("6. cold compile (fresh process, empty cache)")
+        log("7. cold compile (fresh process, empty cache)")
         res["compile"] = _guarded(compile_section, out_path(args.out, "cnn"))
     res["targets"] = targets(res)
     res["environment"] = environment_info(
@@ -815,7 +892,7 @@ def main(argv=None) -> dict:
         **({"cpu_affinity": len(pinned["previous"])} if pinned else {}))
     res["benchmark_wall_s"] = time.perf_counter() - t_start
     finish(res, out_path(args.out, "cnn"), _warnings, print_report)
-    failed = [k for k in ("lenet", "olivetti", "tabular", "compile")
+    failed = [k for k in ("lenet", "olivetti", "tabular", "vgg", "compile")
               if isinstance(res.get(k), dict) and "error" in res[k]]
     if failed:
         raise SystemExit(f"benchmarks.cnn: sections failed: {', '.join(failed)}")

@@ -34,7 +34,7 @@ EXPECTED_KEYS = {
     "gnn": {"models", "targets", "compile", "skipped"},
     "gnn_sampled": {"summary", "memory"},
     "custom_ops": {"compile", "steady_state", "ratios"},
-    "cnn": {"lenet", "conv_stack", "olivetti", "tabular", "compile", "targets"},
+    "cnn": {"lenet", "conv_stack", "olivetti", "tabular", "vgg", "compile", "targets"},
 }
 
 
@@ -141,9 +141,9 @@ def test_cnn_json_pairs_nnjit_and_torch_on_the_same_batches(suite):
     out, _ = suite
     data = json.loads((out / "cnn.json").read_text())
     assert data["config"]["quick"] is True and data["compile"] is None
-    for key in ("lenet", "olivetti", "tabular"):
+    for key in ("lenet", "olivetti", "tabular", "vgg"):
         section = data[key]
-        if key == "lenet" and "skipped" in section:  # no shared Fashion-MNIST copy here
+        if key in ("lenet", "vgg") and "skipped" in section:  # no shared Fashion-MNIST copy here
             continue
         assert section["same_batch_order"] is True
         assert section["nnjit"]["epoch_s"]["median"] > 0
@@ -151,6 +151,9 @@ def test_cnn_json_pairs_nnjit_and_torch_on_the_same_batches(suite):
         assert 0.0 <= section["accuracy"]["nnjit"] <= 1.0 and section["arena_bytes"] > 0
         assert section["nrt"]["per_epoch"] == 0
     assert "sklearn_mlp" in data["olivetti"]
+    layers = data["vgg"]["layers"]  # timed without the data set too
+    assert len(layers["rows"]) == 8 and layers["gemm_peak_gflops"] > 0
+    assert all(r["gflops"]["nnjit"] > 0 and r["gflops"]["PyTorch"] > 0 for r in layers["rows"])
     assert {t["status"] for t in data["targets"]} <= {"PASS", "MISS", "not run"}
 
 
