@@ -4,16 +4,17 @@ A sample's row holds its image ``(C, H, W)`` row-major, the weight is PyTorch's
 ``(O, C/groups, KH, KW)`` laid out flat, a sample's output row is ``(O, OH, OW)``. The op's
 geometry comes from the hyper table (``hyper[h + G_...]``, see :mod:`nnjit.ops.conv`).
 
-Two algorithms; the recorder picks one per shape (:func:`nnjit.ops.conv.choose_algorithm`):
+Three algorithms; the recorder picks one per shape (:func:`nnjit.ops.conv.choose_algorithm`):
 
+* **vector** (``ALGO_VECTOR``, stride 1): register-blocked products over shifted zero-padded
+  frames, no column matrix and no BLAS (:mod:`nnjit.kernels.conv_vector`).
 * **im2col + GEMM** (``ALGO_IM2COL``): per group, the receptive fields of a few samples are
   copied into a ``(C/g * KH * KW, samples * OH * OW)`` column matrix in the scratch span (one
   sample's for images of 1024 pixels or more, several side by side for small ones, so a product
   has about :data:`PRODUCT_COLUMNS` columns and BLAS runs near its peak) and one BLAS product does
   the work: forward ``y = W @ col``, weight gradient ``dW.T += col @ dy.T``, input gradient
-  ``dcol = W.T @ dy`` scattered back (col2im). At stride 1 the samples are first copied into
-  zero-padded frames with the sample index fastest (:func:`to_interleaved`), so each column row
-  is built from runs of ``OW * samples`` contiguous elements instead of rows of ``OW`` pixels.
+  ``dcol = W.T @ dy`` scattered back (col2im). Strided convolutions run this (stride 1 only on
+  request).
 * **direct loops** (``ALGO_DIRECT``): the image read in place, vectorised along output columns.
   Slower than im2col at every shape measured so far (see :mod:`nnjit.ops.conv`); kept as the
   ``algorithm="direct"`` option and as an independent implementation the tests compare.
@@ -24,6 +25,7 @@ of the scratch span only.
 
 import numpy as np
 
+from nnjit.kernels import conv_vector as kv
 from nnjit.kernels._jit import jit
 from nnjit.kernels.views import view1d, view2d
 
@@ -31,7 +33,7 @@ from nnjit.kernels.views import view1d, view2d
 (G_C, G_H, G_W, G_O, G_KH, G_KW, G_SH, G_SW, G_PH, G_PW, G_DH, G_DW, G_GROUPS, G_OH, G_OW,
  G_ALGO, G_SAMPLES) = range(17)
 BLOCK_SIZE = 17
-ALGO_IM2COL, ALGO_DIRECT = 0, 1
+ALGO_IM2COL, ALGO_DIRECT, ALGO_VECTOR = 0, 1, 2
 # im2col puts the columns of several samples side by side until a product has about this many
 # columns: BLAS runs far below its peak on one small image's (16 x 150 x 100 for LeNet's conv2)
 PRODUCT_COLUMNS = 2048
@@ -140,18 +142,16 @@ def samples_per_product(oh, ow, k, og):
 
 def scratch_elements(cg, kh, kw, oh, ow, og, sh, sw, dh, dw, algo):
     """Elements of scratch the kernels need; none for the direct loops. im2col, for
-    :func:`samples_per_product` samples: stride 1, the interleaved frames of the image and
-    of its gradient, one column matrix (reused for the input gradient's), one output or
-    output-gradient block and one weight gradient; other strides, two column matrices instead
-    of the frames."""
+    :func:`samples_per_product` samples: two column matrices (the input gradient's is the
+    second), one output or output-gradient block and one weight gradient; the vector kernels:
+    :func:`nnjit.kernels.conv_vector.scratch_elements`."""
     if algo == ALGO_DIRECT:
         return 1
+    if algo == ALGO_VECTOR:
+        return kv.scratch_elements(cg, og, kh, kw, dh, dw, oh, ow)
     k = cg * kh * kw
     m = samples_per_product(oh, ow, k, og)
     cols = m * oh * ow
-    if sh == 1 and sw == 1:
-        frames = m * cg * (oh + (kh - 1) * dh) * (ow + (kw - 1) * dw)
-        return 2 * frames + k * cols + og * cols + og * k
     return 2 * k * cols + og * cols + og * k
 
 
@@ -218,192 +218,6 @@ def _direct_backward(x, w, dy, dx, dwt, n0, need_x, need_w, c, h, wd, o, kh, kw,
                         dwt[wi] += acc
 
 
-# The stride-1 layout ("interleaved frames"): the m samples of a product are copied into
-# zero-padded frames (cg, hp, wp, m) with the sample index fastest, hp = oh + (kh-1)*dh and
-# wp = ow + (kw-1)*dw; the product's columns are ordered (p, q, sample), so column row (c, r, s)
-# for output row p is ONE contiguous run of ow * m frame elements: long copies and exact
-# columns (no discarded ones), at the price of transposing the image in and the output out.
-@jit
-def to_interleaved(x, x0, t, m, c0, cg, h, w, ph, pw, hp, wp, buf, at):
-    """Sample ``t`` of ``m`` (its image at x[x0:], channels c0..c0+cg) into the interleaved
-    zero-padded frames at buf[at:] (their padding is zeroed by :func:`zero_padding`)."""
-    for c in range(cg):
-        src0 = x0 + (c0 + c) * h * w
-        for ih in range(h):
-            src = view1d(x, src0 + ih * w, w)
-            dst = view1d(buf, at + ((c * hp + ih + ph) * wp + pw) * m + t, w * m)
-            for j in range(w):
-                dst[j * m] = src[j]
-
-
-@jit
-def zero_padding(buf, at, m, cg, h, w, ph, pw, hp, wp):
-    """Zero the padding of the interleaved frames at buf[at:] (the rows and columns outside
-    the image)."""
-    zero = buf.dtype.type(0.0)
-    for c in range(cg):
-        for i in range(hp):
-            row = view1d(buf, at + (c * hp + i) * wp * m, wp * m)
-            if i < ph or i >= ph + h:
-                for j in range(wp * m):
-                    row[j] = zero
-                continue
-            for j in range(pw * m):
-                row[j] = zero
-            for j in range((pw + w) * m, wp * m):
-                row[j] = zero
-
-
-@jit
-def from_interleaved(buf, at, t, m, dx, x0, c0, cg, h, w, ph, pw, hp, wp):
-    """dx[x0:] channels c0..c0+cg += sample ``t``'s image part of the interleaved frames."""
-    for c in range(cg):
-        dst0 = x0 + (c0 + c) * h * w
-        for ih in range(h):
-            src = view1d(buf, at + ((c * hp + ih + ph) * wp + pw) * m + t, w * m)
-            dst = view1d(dx, dst0 + ih * w, w)
-            for j in range(w):
-                dst[j] += src[j * m]
-
-
-@jit
-def interleaved_to_columns(buf, fr, m, cg, kh, kw, dh, dw, hp, wp, p0, rows, ow, at):
-    """The column matrix (cg*kh*kw, rows*ow*m) of output rows p0..p0+rows at buf[at:], from the
-    interleaved frames at buf[fr:]."""
-    n = ow * m
-    ld = rows * n
-    for c in range(cg):
-        for r in range(kh):
-            for s in range(kw):
-                row = (c * kh + r) * kw + s
-                for p in range(rows):
-                    src = view1d(buf, fr + ((c * hp + p0 + p + r * dh) * wp + s * dw) * m, n)
-                    dst = view1d(buf, at + row * ld + p * n, n)
-                    for j in range(n):
-                        dst[j] = src[j]
-
-
-@jit
-def columns_to_interleaved(buf, at, m, cg, kh, kw, dh, dw, hp, wp, p0, rows, ow, fr):
-    """The adjoint of :func:`interleaved_to_columns`: frames at buf[fr:] += columns at buf[at:]."""
-    n = ow * m
-    ld = rows * n
-    for c in range(cg):
-        for r in range(kh):
-            for s in range(kw):
-                row = (c * kh + r) * kw + s
-                for p in range(rows):
-                    dst = view1d(buf, fr + ((c * hp + p0 + p + r * dh) * wp + s * dw) * m, n)
-                    src = view1d(buf, at + row * ld + p * n, n)
-                    for j in range(n):
-                        dst[j] += src[j]
-
-
-@jit(inline="always")
-def block_rows(k, oh, ow, m):
-    """Output rows per product: all of them unless the column matrix would pass
-    COLUMN_ELEMENTS (large images: it then stays in cache between im2col and BLAS)."""
-    return max(1, min(oh, COLUMN_ELEMENTS // (k * ow * m)))
-
-
-@jit
-def _il_forward(x, w, b, y, has_bias, c, hh, ww, o, kh, kw, ph, pw, dh, dw, groups, oh, ow,
-                per, scratch):
-    """:func:`conv2d_forward` for stride 1 in the interleaved layout."""
-    cg = c // groups
-    og = o // groups
-    k = cg * kh * kw
-    hp = oh + (kh - 1) * dh
-    wp = ow + (kw - 1) * dw
-    pq = oh * ow
-    col_at = 2 * per * cg * hp * wp
-    out_at = col_at + k * per * pq
-    nb = x.shape[0] // (c * hh * ww)
-    zero = y.dtype.type(0.0)
-    for i0 in range(0, nb, per):
-        m = min(per, nb - i0)
-        rows = block_rows(k, oh, ow, m)
-        for g in range(groups):
-            if i0 == 0 or m < per:  # the padding stays zero while the layout does
-                zero_padding(scratch, 0, m, cg, hh, ww, ph, pw, hp, wp)
-            for t in range(m):
-                to_interleaved(x, (i0 + t) * c * hh * ww, t, m, g * cg, cg, hh, ww, ph, pw, hp,
-                               wp, scratch, 0)
-            for p0 in range(0, oh, rows):
-                pr = min(rows, oh - p0)
-                nc = pr * ow * m
-                interleaved_to_columns(scratch, 0, m, cg, kh, kw, dh, dw, hp, wp, p0, pr, ow,
-                                       col_at)
-                np.dot(view2d(w, g * og * k, og, k), view2d(scratch, col_at, k, nc),
-                       view2d(scratch, out_at, og, nc))
-                for oc in range(og):
-                    v = b[g * og + oc] if has_bias else zero
-                    ov = view1d(scratch, out_at + oc * nc, nc)
-                    for t in range(m):
-                        yv = view1d(y, ((i0 + t) * o + g * og + oc) * pq + p0 * ow, pr * ow)
-                        for j in range(pr * ow):
-                            yv[j] = ov[j * m + t] + v
-
-
-@jit
-def _il_backward(x, w, dy, dx, dwt, need_x, need_w, c, hh, ww, o, kh, kw, ph, pw, dh, dw,
-                 groups, oh, ow, per, scratch):
-    """The input (dx +=) and weight (dwt +=) gradients of :func:`_il_forward`."""
-    cg = c // groups
-    og = o // groups
-    k = cg * kh * kw
-    hp = oh + (kh - 1) * dh
-    wp = ow + (kw - 1) * dw
-    pq = oh * ow
-    fs = per * cg * hp * wp
-    col_at = 2 * fs
-    out_at = col_at + k * per * pq
-    dw_t = view2d(scratch, out_at + og * per * pq, k, og)
-    nb = x.shape[0] // (c * hh * ww)
-    zero = dx.dtype.type(0.0)
-    for i0 in range(0, nb, per):
-        m = min(per, nb - i0)
-        rows = block_rows(k, oh, ow, m)
-        for g in range(groups):
-            if need_w:  # the image frames at 0
-                zero_padding(scratch, 0, m, cg, hh, ww, ph, pw, hp, wp)
-                for t in range(m):
-                    to_interleaved(x, (i0 + t) * c * hh * ww, t, m, g * cg, cg, hh, ww, ph, pw,
-                                   hp, wp, scratch, 0)
-            if need_x:  # the input gradient's frames at fs
-                frames = view1d(scratch, fs, m * cg * hp * wp)
-                for j in range(m * cg * hp * wp):
-                    frames[j] = zero
-            for p0 in range(0, oh, rows):
-                pr = min(rows, oh - p0)
-                nc = pr * ow * m
-                col = view2d(scratch, col_at, k, nc)
-                dyg = view2d(scratch, out_at, og, nc)
-                for oc in range(og):
-                    dv = view1d(scratch, out_at + oc * nc, nc)
-                    for t in range(m):
-                        src = view1d(dy, ((i0 + t) * o + g * og + oc) * pq + p0 * ow, pr * ow)
-                        for j in range(pr * ow):
-                            dv[j * m + t] = src[j]
-                if need_w:
-                    interleaved_to_columns(scratch, 0, m, cg, kh, kw, dh, dw, hp, wp, p0, pr, ow,
-                                           col_at)
-                    np.dot(col, dyg.T, dw_t)
-                    dwg = view1d(dwt, g * og * k, og * k)
-                    for oc in range(og):
-                        row = view1d(dwg, oc * k, k)
-                        for j in range(k):
-                            row[j] += dw_t[j, oc]
-                if need_x:
-                    np.dot(view2d(w, g * og * k, og, k).T, dyg, col)
-                    columns_to_interleaved(scratch, col_at, m, cg, kh, kw, dh, dw, hp, wp, p0, pr,
-                                           ow, fs)
-            if need_x:
-                for t in range(m):
-                    from_interleaved(scratch, fs, t, m, dx, (i0 + t) * c * hh * ww, g * cg, cg,
-                                     hh, ww, ph, pw, hp, wp)
-
-
 @jit
 def conv2d_forward(x, w, b, y, has_bias, hyper, h, scratch):
     """y (N * O*OH*OW) = conv2d(x (N * C*H*W), w (O*C/g*KH*KW)) + b (O) (b unused unless
@@ -426,9 +240,9 @@ def conv2d_forward(x, w, b, y, has_bias, hyper, h, scratch):
             _direct_forward(x, w, y, i, c, hh, ww, o, kh, kw, sh, sw, ph, pw, dh, dw, groups,
                             oh, ow)
         return
-    if sh == 1 and sw == 1:
-        _il_forward(x, w, b, y, has_bias, c, hh, ww, o, kh, kw, ph, pw, dh, dw, groups, oh,
-                        ow, samples, scratch)
+    if algo == ALGO_VECTOR:
+        kv.vector_forward(x, w, b, y, has_bias, c, hh, ww, o, kh, kw, ph, pw, dh, dw, groups, oh,
+                          ow, scratch)
         return
     per = samples
     for i0 in range(0, n, per):
@@ -492,9 +306,9 @@ def conv2d_backward(x, w, dy, dx, dwt, db, need_x, acc_x, need_w, acc_w, need_b,
             _direct_backward(x, w, dy, dx, dwt, i, need_x, need_w, c, hh, ww, o, kh, kw, sh, sw,
                              ph, pw, dh, dw, groups, oh, ow)
         return
-    if sh == 1 and sw == 1:
-        _il_backward(x, w, dy, dx, dwt, need_x, need_w, c, hh, ww, o, kh, kw, ph, pw, dh, dw,
-                         groups, oh, ow, samples, scratch)
+    if algo == ALGO_VECTOR:
+        kv.vector_backward(x, w, dy, dx, dwt, need_x, need_w, c, hh, ww, o, kh, kw, ph, pw, dh,
+                           dw, groups, oh, ow, samples, scratch)
         return
     per = samples
     dw_t = view2d(scratch, 2 * k * per * pq + og * per * pq, k, og)

@@ -4,16 +4,19 @@ A sample's row is its image ``(C, H, W)`` (the input tensor's ``dims``); the wei
 ``(O, C/groups, KH, KW)`` (a 4-D parameter's slot is laid out flat), the bias ``(O,)``; the
 output's dims are ``(O, OH, OW)``. The geometry (sizes, stride, padding, dilation, groups, the
 output size and the algorithm) is the record's block in the hyper table (aux0); aux1 holds the
-scratch elements the record's kernels need (for im2col: the padded frames at stride 1, column
-matrices, an output block and a weight gradient; :func:`nnjit.kernels.conv.scratch_elements`).
+scratch elements the record's kernels need (:func:`nnjit.kernels.conv.scratch_elements`).
 
-Algorithm per shape (:func:`choose_algorithm`, kernels in :mod:`nnjit.kernels.conv`): im2col + BLAS
-GEMM, with the columns of several small images side by side so each product has up to 2048 columns
-(:func:`nnjit.kernels.conv.samples_per_product`). The direct loops (``algorithm="direct"``) were
-slower at every shape measured, LeNet's first layer included (1 -> 6 channels, 5x5, batch 64, 1
-thread: forward 17 ms direct against 3.9 ms im2col; their rows of 28 pixels are too short to
-vectorise well; a direct one-channel stencil over padded frames was no faster than im2col there
-either), so they run only on request; the tests run both.
+Algorithm per shape (:func:`choose_algorithm`, kernels in :mod:`nnjit.kernels.conv`): at stride 1
+the vector kernels (:mod:`nnjit.kernels.conv_vector`: register-blocked products over shifted
+zero-padded frames), faster than im2col + OpenBLAS at every stride-1 shape measured (the
+VGG-style net's 3x3 layers, the 3x3 stack, LeNet-5's 5x5 layers: forward 1.3-2x, weight gradient
+1.1-1.6x; one exception, the input gradient of a layer with fewer than 8 input channels, LeNet's
+second, 0.64 against 0.42 ms, where the other two directions win more; docs/performance.md).
+Strided convolutions run im2col + BLAS GEMM, with the columns of several small images side by
+side so each product has up to 2048 columns (:func:`nnjit.kernels.conv.samples_per_product`).
+The direct loops (``algorithm="direct"``) were slower at every shape measured, LeNet's first layer
+included (1 -> 6 channels, 5x5, batch 64, 1 thread: forward 17 ms direct against 3.9 ms im2col),
+so they run only on request; the tests run all three.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from nnjit.kernels import conv as kc
+from nnjit.kernels import conv_vector as kv
 from nnjit.ops.context import (
     CTX_GRADS,
     CTX_HYPER,
@@ -45,13 +49,13 @@ _ACC_C = ACCUMULATE[2]
 FIRST_OPCODE = 80
 _CONV2D = FIRST_OPCODE
 
-ALGORITHMS = {"im2col": kc.ALGO_IM2COL, "direct": kc.ALGO_DIRECT}
+ALGORITHMS = {"vector": kc.ALGO_VECTOR, "im2col": kc.ALGO_IM2COL, "direct": kc.ALGO_DIRECT}
 
 
-def choose_algorithm(cg: int, kh: int, kw: int, og: int) -> str:
-    """"im2col" or "direct" for a convolution with ``cg`` input and ``og`` output channels per
-    group and a ``kh x kw`` kernel: im2col at every shape measured so far (module doc)."""
-    return "im2col"
+def choose_algorithm(cg: int, kh: int, kw: int, og: int, stride=(1, 1)) -> str:
+    """The algorithm for a convolution with ``cg`` input and ``og`` output channels per group, a
+    ``kh x kw`` kernel and ``stride``: "vector" at stride 1, "im2col" otherwise (module doc)."""
+    return "vector" if tuple(stride) == (1, 1) else "im2col"
 
 
 # -- arguments ----------------------------------------------------------------------------------
@@ -113,8 +117,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algo
     ``bias`` (O,), as ``torch.nn.functional.conv2d``; the output's shape is (batch, O, OH, OW).
 
     ``weight`` and ``bias`` are Tensors (a 4-D ``weight.view(-1, C // groups, KH, KW)``) or
-    :class:`nnjit.nn.Parameter` s. ``algorithm``: "im2col", "direct" or None (chosen per shape,
-    :func:`choose_algorithm`)."""
+    :class:`nnjit.nn.Parameter` s. ``algorithm``: "vector" (stride 1), "im2col", "direct" or
+    None (chosen per shape, :func:`choose_algorithm`)."""
     tape = x.tape
     where = tape.current_owner or "conv2d"
     w, w_shape = _as_tensor(tape, weight, "weight", where)
@@ -160,13 +164,19 @@ def record_conv2d(x, w, b, out_channels: int, group_channels: int, kernel, strid
                          f"would be {oh}x{ow}")
     og = out_channels // groups
     if algorithm is None:
-        algorithm = choose_algorithm(group_channels, kernel[0], kernel[1], og)
+        algorithm = choose_algorithm(group_channels, kernel[0], kernel[1], og, stride)
     if algorithm not in ALGORITHMS:
         raise ValueError(f"{where}: algorithm must be one of {', '.join(ALGORITHMS)} or None, "
                          f"got {algorithm!r}")
+    if algorithm == "vector" and stride != (1, 1):
+        raise ValueError(f"{where}: algorithm 'vector' runs stride 1 only, got stride {stride}; "
+                         f"use 'im2col' or None")
     algo = ALGORITHMS[algorithm]
+    samples = (kv.samples_per_gradient(group_channels, og, *kernel, *dilation, oh, ow)
+               if algo == kc.ALGO_VECTOR
+               else kc.samples_per_product(oh, ow, group_channels * kernel[0] * kernel[1], og))
     block = (c, h, wd, out_channels, *kernel, *stride, pt, pl, *dilation, groups, oh, ow, algo,
-             kc.samples_per_product(oh, ow, group_channels * kernel[0] * kernel[1], og))
+             samples)
     scratch = kc.scratch_elements(group_channels, kernel[0], kernel[1], oh, ow, og, *stride,
                                   *dilation, algo)
     return x.tape.record(_CONV2D, [x, w, b], x.rows, out_channels * oh * ow, block=block,
@@ -217,8 +227,9 @@ def _sample_geometry(draw, dims) -> OpGeometry:
     oh = output_size(h, kernel[0], stride[0], pt, pb, dilation[0])
     ow = output_size(w, kernel[1], stride[1], pl, pr, dilation[1])
     c, o = groups * cg, groups * og
+    algorithms = ("im2col", "direct", "vector") if stride == (1, 1) else ("im2col", "direct")
     hyper = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups,
-             "algorithm": ("im2col", "direct")[draw(0, 1)]}
+             "algorithm": algorithms[draw(0, len(algorithms) - 1)]}
     return OpGeometry(
         dims={"C": c, "H": h, "W": w, "O": o, "J": cg, "R": kernel[0], "S": kernel[1],
               "P": oh, "Q": ow},

@@ -80,16 +80,13 @@ def test_functional_conv2d_forward_and_gradients_equal_torchs(data):
                                    expected_grads[name], err_msg=name, **F64)
 
 
-def test_a_large_image_runs_in_row_blocks_and_equals_torchs():
-    """Past COLUMN_ELEMENTS the stride-1 kernels build and multiply the column matrix a few
-    output rows at a time (the last block shorter): forward and gradients stay torch's."""
-    from nnjit.kernels.conv import block_rows, samples_per_product
+def test_a_large_image_runs_one_sample_at_a_time_and_equals_torchs():
+    """Past GRADIENT_ELEMENTS the stride-1 (vector) kernels hold one sample's frames and output
+    gradient at a time: forward and gradients stay torch's."""
+    from nnjit.kernels.conv_vector import samples_per_gradient
 
-    c, o, size = 64, 3, 24
-    k = c * 3 * 3
-    rows = getattr(block_rows, "py_func", block_rows)(k, size, size,
-                                                       samples_per_product(size, size, k, o))
-    assert rows < size and size % rows
+    c, o, size = 64, 3, 48
+    assert samples_per_gradient(c, o, 3, 3, 1, 1, size, size) == 1
     rng = np.random.default_rng(3)
     x = rng.normal(size=(2, c, size, size))
     w = rng.normal(size=(o, c, 3, 3))
