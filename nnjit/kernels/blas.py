@@ -79,7 +79,7 @@ def _xxgemm(typingctx, trans_a, trans_b, m, n, k, alpha, a, a_at, lda, b, b_at, 
 
 @jit(inline="always")
 def _fits(size, at, rows, cols, ld):
-    """A row-major ``rows x cols`` block at ``at`` with row stride ``ld`` lies inside ``size``."""
+    """A row-major ``rows x cols`` block at ``at`` with row stride ``ld`` fits in ``size``."""
     return rows == 0 or cols == 0 or (at >= 0 and ld >= cols and at + (rows - 1) * ld + cols <= size)
 
 

@@ -4,7 +4,7 @@ A sample's row holds its image ``(C, H, W)`` row-major, the weight is PyTorch's
 ``(O, C/groups, KH, KW)`` laid out flat, a sample's output row is ``(O, OH, OW)``. The op's
 geometry comes from the hyper table (``hyper[h + G_...]``, see :mod:`nnjit.ops.conv`).
 
-Three algorithms; the recorder picks one per shape (:func:`nnjit.ops.conv.choose_algorithm`):
+Two algorithms; the recorder picks one per shape (:func:`nnjit.ops.conv.choose_algorithm`):
 
 * **vector** (``ALGO_VECTOR``, stride 1): register-blocked products over shifted zero-padded
   frames, no column matrix and no BLAS (:mod:`nnjit.kernels.conv_vector`).
@@ -15,9 +15,6 @@ Three algorithms; the recorder picks one per shape (:func:`nnjit.ops.conv.choose
   the work: forward ``y = W @ col``, weight gradient ``dW.T += col @ dy.T``, input gradient
   ``dcol = W.T @ dy`` scattered back (col2im). Strided convolutions run this (stride 1 only on
   request).
-* **direct loops** (``ALGO_DIRECT``): the image read in place, vectorised along output columns.
-  Slower than im2col at every shape measured so far (see :mod:`nnjit.ops.conv`); kept as the
-  ``algorithm="direct"`` option and as an independent implementation the tests compare.
 
 All loops use nnjit's compile options (``_jit``), no allocation: views of the arena and
 of the scratch span only.
@@ -33,7 +30,7 @@ from nnjit.kernels.views import view1d, view2d
 (G_C, G_H, G_W, G_O, G_KH, G_KW, G_SH, G_SW, G_PH, G_PW, G_DH, G_DW, G_GROUPS, G_OH, G_OW,
  G_ALGO, G_SAMPLES) = range(17)
 BLOCK_SIZE = 17
-ALGO_IM2COL, ALGO_DIRECT, ALGO_VECTOR = 0, 1, 2
+ALGO_IM2COL, ALGO_VECTOR = 0, 2  # (1 was the direct loops, removed)
 # im2col puts the columns of several samples side by side until a product has about this many
 # columns: BLAS runs far below its peak on one small image's (16 x 150 x 100 for LeNet's conv2)
 PRODUCT_COLUMNS = 2048
@@ -141,81 +138,16 @@ def samples_per_product(oh, ow, k, og):
 
 
 def scratch_elements(cg, kh, kw, oh, ow, og, sh, sw, dh, dw, algo):
-    """Elements of scratch the kernels need; none for the direct loops. im2col, for
+    """Elements of scratch the kernels need. im2col, for
     :func:`samples_per_product` samples: two column matrices (the input gradient's is the
     second), one output or output-gradient block and one weight gradient; the vector kernels:
     :func:`nnjit.kernels.conv_vector.scratch_elements`."""
-    if algo == ALGO_DIRECT:
-        return 1
     if algo == ALGO_VECTOR:
         return kv.scratch_elements(cg, og, kh, kw, dh, dw, oh, ow)
     k = cg * kh * kw
     m = samples_per_product(oh, ow, k, og)
     cols = m * oh * ow
     return 2 * k * cols + og * cols + og * k
-
-
-@jit
-def _direct_forward(x, w, y, n0, c, h, wd, o, kh, kw, sh, sw, ph, pw, dh, dw, groups, oh, ow):
-    """One sample's output y (added to: holds the bias or zeros) by direct loops."""
-    cg = c // groups
-    og = o // groups
-    for oc in range(o):
-        g = oc // og
-        ybase = (n0 * o + oc) * oh * ow
-        for ci in range(cg):
-            xbase = (n0 * c + g * cg + ci) * h * wd
-            for r in range(kh):
-                for s in range(kw):
-                    k = w[((oc * cg + ci) * kh + r) * kw + s]
-                    off = s * dw - pw
-                    q0, q1 = _valid_columns(off, sw, wd, ow)
-                    for p in range(oh):
-                        ih = p * sh - ph + r * dh
-                        if ih < 0 or ih >= h:
-                            continue
-                        src = xbase + ih * wd + off
-                        dst = ybase + p * ow
-                        if sw == 1:
-                            for q in range(q0, q1):
-                                y[dst + q] += k * x[src + q]
-                        else:
-                            for q in range(q0, q1):
-                                y[dst + q] += k * x[src + q * sw]
-
-
-@jit
-def _direct_backward(x, w, dy, dx, dwt, n0, need_x, need_w, c, h, wd, o, kh, kw, sh, sw, ph, pw,
-                     dh, dw, groups, oh, ow):
-    """One sample's input gradient (dx +=) and weight gradient (dwt +=) by direct loops."""
-    cg = c // groups
-    og = o // groups
-    for oc in range(o):
-        g = oc // og
-        ybase = (n0 * o + oc) * oh * ow
-        for ci in range(cg):
-            xbase = (n0 * c + g * cg + ci) * h * wd
-            for r in range(kh):
-                for s in range(kw):
-                    wi = ((oc * cg + ci) * kh + r) * kw + s
-                    k = w[wi]
-                    off = s * dw - pw
-                    q0, q1 = _valid_columns(off, sw, wd, ow)
-                    acc = dwt.dtype.type(0.0)
-                    for p in range(oh):
-                        ih = p * sh - ph + r * dh
-                        if ih < 0 or ih >= h:
-                            continue
-                        src = xbase + ih * wd + off
-                        dst = ybase + p * ow
-                        if need_w:
-                            for q in range(q0, q1):
-                                acc += dy[dst + q] * x[src + q * sw]
-                        if need_x:
-                            for q in range(q0, q1):
-                                dx[src + q * sw] += k * dy[dst + q]
-                    if need_w:
-                        dwt[wi] += acc
 
 
 @jit
@@ -229,17 +161,6 @@ def conv2d_forward(x, w, b, y, has_bias, hyper, h, scratch):
     og = o // groups
     k = cg * kh * kw
     pq = oh * ow
-    zero = y.dtype.type(0.0)
-    if algo == ALGO_DIRECT:
-        for i in range(n):
-            for oc in range(o):
-                v = b[oc] if has_bias else zero
-                base = (i * o + oc) * pq
-                for j in range(pq):
-                    y[base + j] = v
-            _direct_forward(x, w, y, i, c, hh, ww, o, kh, kw, sh, sw, ph, pw, dh, dw, groups,
-                            oh, ow)
-        return
     if algo == ALGO_VECTOR:
         kv.vector_forward(x, w, b, y, has_bias, c, hh, ww, o, kh, kw, ph, pw, dh, dw, groups, oh,
                           ow, scratch)
@@ -301,11 +222,6 @@ def conv2d_backward(x, w, dy, dx, dwt, db, need_x, acc_x, need_w, acc_w, need_b,
         dx[:] = 0
     if need_w and not acc_w:
         dwt[:] = 0
-    if algo == ALGO_DIRECT:
-        for i in range(n):
-            _direct_backward(x, w, dy, dx, dwt, i, need_x, need_w, c, hh, ww, o, kh, kw, sh, sw,
-                             ph, pw, dh, dw, groups, oh, ow)
-        return
     if algo == ALGO_VECTOR:
         kv.vector_backward(x, w, dy, dx, dwt, need_x, need_w, c, hh, ww, o, kh, kw, ph, pw, dh,
                            dw, groups, oh, ow, samples, scratch)

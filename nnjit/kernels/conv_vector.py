@@ -17,6 +17,9 @@ transposed. The weight gradient, ``dW[o, k] = sum over j of dy[o, j] * frame[k, 
 computed transposed (:func:`transposed_gradient`): the output gradient is copied with the
 channels fastest, so a tile holds 12 ``k`` x 2 vectors of channels, takes one broadcast frame
 value per ``k`` and position, and reduces over every position of several samples in registers.
+Layers with fewer output channels than two vectors (LeNet's 6 and 16) reduce along the positions
+instead (:func:`shifted_gradient`, 4 channels x 6 ``k``, lanes summed once per call): their
+transposed tile would be mostly padding (LeNet's first layer: 1.1 ms against 0.3 ms per batch).
 
 Measured on the VGG-style net's layers (batch 64, 1 thread, float32, docs/performance.md):
 forward and input gradient 120-135 GFLOP/s, weight gradient 84-94, against 59-93 for im2col +
@@ -296,6 +299,121 @@ def _add_vectors(out, at, nv, v0, v1):
 
 
 @jit
+def shifted_gradient(dy, dy_at, ldd, rows, src, src_at, nch, ch_step, kh, r_step, kw, s_step,
+                     cols, samples, dy_step, src_step, dw, dw_at, ldw, sums, sums_at):
+    """dw[dw_at + i*ldw + k] += sum over samples t and j < cols (a multiple of the lanes) of
+    dy[dy_at + t*dy_step + i*ldd + j] * src[src_at + t*src_step + shift(k) + j], for i < rows
+    and every k = (ch, r, s): the weight gradient of :func:`shifted_product` for layers with
+    few output channels, where :func:`transposed_gradient`'s two vectors of channels would be
+    mostly padding. Tiles of 4 channels x 6 k over the positions' lanes, summed once per
+    call through ``sums[sums_at:]`` (24 vectors' room)."""
+    nv = simd.lanes(dy)
+    nk = nch * kh * kw
+    rs = kh * kw
+    for i0 in range(0, rows, 4):
+        d0 = dy_at + min(i0 + 0, rows - 1) * ldd
+        d1 = dy_at + min(i0 + 1, rows - 1) * ldd
+        d2 = dy_at + min(i0 + 2, rows - 1) * ldd
+        d3 = dy_at + min(i0 + 3, rows - 1) * ldd
+        for k0 in range(0, nk, 6):
+            k = min(k0 + 0, nk - 1)
+            s0 = src_at + (k // rs) * ch_step + ((k % rs) // kw) * r_step + (k % kw) * s_step
+            k = min(k0 + 1, nk - 1)
+            s1 = src_at + (k // rs) * ch_step + ((k % rs) // kw) * r_step + (k % kw) * s_step
+            k = min(k0 + 2, nk - 1)
+            s2 = src_at + (k // rs) * ch_step + ((k % rs) // kw) * r_step + (k % kw) * s_step
+            k = min(k0 + 3, nk - 1)
+            s3 = src_at + (k // rs) * ch_step + ((k % rs) // kw) * r_step + (k % kw) * s_step
+            k = min(k0 + 4, nk - 1)
+            s4 = src_at + (k // rs) * ch_step + ((k % rs) // kw) * r_step + (k % kw) * s_step
+            k = min(k0 + 5, nk - 1)
+            s5 = src_at + (k // rs) * ch_step + ((k % rs) // kw) * r_step + (k % kw) * s_step
+            z = simd.zeros(dy)
+            c00 = c01 = c02 = c03 = c04 = c05 = c10 = c11 = c12 = c13 = c14 = c15 = z
+            c20 = c21 = c22 = c23 = c24 = c25 = c30 = c31 = c32 = c33 = c34 = c35 = z
+            for t in range(samples):
+                dy_t = t * dy_step
+                src_t = t * src_step
+                for j in range(0, cols, nv):
+                    x0 = simd.load(src, src_t + s0 + j)
+                    x1 = simd.load(src, src_t + s1 + j)
+                    x2 = simd.load(src, src_t + s2 + j)
+                    x3 = simd.load(src, src_t + s3 + j)
+                    x4 = simd.load(src, src_t + s4 + j)
+                    x5 = simd.load(src, src_t + s5 + j)
+                    g = simd.load(dy, dy_t + d0 + j)
+                    c00 = simd.fma(g, x0, c00)
+                    c01 = simd.fma(g, x1, c01)
+                    c02 = simd.fma(g, x2, c02)
+                    c03 = simd.fma(g, x3, c03)
+                    c04 = simd.fma(g, x4, c04)
+                    c05 = simd.fma(g, x5, c05)
+                    g = simd.load(dy, dy_t + d1 + j)
+                    c10 = simd.fma(g, x0, c10)
+                    c11 = simd.fma(g, x1, c11)
+                    c12 = simd.fma(g, x2, c12)
+                    c13 = simd.fma(g, x3, c13)
+                    c14 = simd.fma(g, x4, c14)
+                    c15 = simd.fma(g, x5, c15)
+                    g = simd.load(dy, dy_t + d2 + j)
+                    c20 = simd.fma(g, x0, c20)
+                    c21 = simd.fma(g, x1, c21)
+                    c22 = simd.fma(g, x2, c22)
+                    c23 = simd.fma(g, x3, c23)
+                    c24 = simd.fma(g, x4, c24)
+                    c25 = simd.fma(g, x5, c25)
+                    g = simd.load(dy, dy_t + d3 + j)
+                    c30 = simd.fma(g, x0, c30)
+                    c31 = simd.fma(g, x1, c31)
+                    c32 = simd.fma(g, x2, c32)
+                    c33 = simd.fma(g, x3, c33)
+                    c34 = simd.fma(g, x4, c34)
+                    c35 = simd.fma(g, x5, c35)
+            at = sums_at
+            simd.store(sums, at + 0 * nv, c00)
+            simd.store(sums, at + 1 * nv, c01)
+            simd.store(sums, at + 2 * nv, c02)
+            simd.store(sums, at + 3 * nv, c03)
+            simd.store(sums, at + 4 * nv, c04)
+            simd.store(sums, at + 5 * nv, c05)
+            simd.store(sums, at + 6 * nv, c10)
+            simd.store(sums, at + 7 * nv, c11)
+            simd.store(sums, at + 8 * nv, c12)
+            simd.store(sums, at + 9 * nv, c13)
+            simd.store(sums, at + 10 * nv, c14)
+            simd.store(sums, at + 11 * nv, c15)
+            simd.store(sums, at + 12 * nv, c20)
+            simd.store(sums, at + 13 * nv, c21)
+            simd.store(sums, at + 14 * nv, c22)
+            simd.store(sums, at + 15 * nv, c23)
+            simd.store(sums, at + 16 * nv, c24)
+            simd.store(sums, at + 17 * nv, c25)
+            simd.store(sums, at + 18 * nv, c30)
+            simd.store(sums, at + 19 * nv, c31)
+            simd.store(sums, at + 20 * nv, c32)
+            simd.store(sums, at + 21 * nv, c33)
+            simd.store(sums, at + 22 * nv, c34)
+            simd.store(sums, at + 23 * nv, c35)
+            _add_sums(dw, dw_at + i0 * ldw + k0, ldw, min(4, rows - i0), min(6, nk - k0), sums,
+                      sums_at, nv)
+
+
+@jit
+def _add_sums(dw, at, ldw, rows, cols, sums, sums_at, nv):
+    """dw[at + i*ldw + q] += the sum of the lanes of tile vector (i, q), stored at
+    sums[sums_at + (6*i + q)*nv:], for the rows and entries that exist (a clamped tile repeats
+    the last one: added once). One loop instead of 24 trees of shuffles: less to compile."""
+    for i in range(rows):
+        row = view1d(dw, at + i * ldw, cols)
+        for q in range(cols):
+            lanes = view1d(sums, sums_at + (6 * i + q) * nv, nv)
+            total = lanes[0]
+            for t in range(1, nv):
+                total += lanes[t]
+            row[q] += total
+
+
+@jit
 def _to_frames(x, x0, c0, cg, h, w, ph, pw, wp, frame, buf, at):
     """Channels c0..c0+cg of the image at x[x0:] into the frames at buf[at:] (the padding around
     them is zero and stays so)."""
@@ -360,6 +478,9 @@ def vector_backward(x, w, dy, dx, dwt, need_x, need_w, c, h, ww, o, kh, kw, ph, 
         raise IndexError("conv2d: scratch too small for the vector kernels")
     dx_cols = round_up(h * wp, MAX_TILE_COLUMNS)
     width = round_up(og, 2 * simd.lanes(dy))
+    # few output channels: the transposed tile's two vectors of channels would be mostly padding
+    transposed = og >= 2 * simd.lanes(dy)
+    w_cols = round_up(oh * wp, simd.lanes(dy))
     pq = oh * ow
     n = x.shape[0] // (c * h * ww)
     zero = dx.dtype.type(0.0)
@@ -378,7 +499,7 @@ def vector_backward(x, w, dy, dx, dwt, need_x, need_w, c, h, ww, o, kh, kw, ph, 
             m = min(samples, n - i0)
             for t in range(m):
                 i = i0 + t
-                if need_x:
+                if need_x or (need_w and not transposed):
                     for oc in range(og):
                         for p in range(oh):
                             src = view1d(dy, (i * o + g * og + oc) * pq + p * ow, ow)
@@ -389,15 +510,20 @@ def vector_backward(x, w, dy, dx, dwt, need_x, need_w, c, h, ww, o, kh, kw, ph, 
                 if need_w:
                     _to_frames(x, i * c * h * ww, g * cg, cg, h, ww, ph, pw, wp, frame, scratch,
                                t * span)
+                if need_w and transposed:
                     for p in range(oh):
                         for q in range(ow):
                             row = view1d(scratch, t * span + gt_at + (p * wp + q) * ldg, og)
                             at = (i * o + g * og) * pq + p * ow + q
                             for oc in range(og):
                                 row[oc] = dy[at + oc * pq]
-            if need_w:
+            if need_w and transposed:
                 transposed_gradient(scratch, 0, cg, frame, kh, dh * wp, kw, dw, scratch, gt_at,
                                     ldg, oh * wp, m, span, span, scratch, dwt_at, ldg, width)
+            elif need_w:
+                shifted_gradient(scratch, frames + margin, grad_row, og, scratch, 0, cg, frame, kh,
+                                 dh * wp, kw, dw, w_cols, m, span, span, dwt, g * og * k, k,
+                                 scratch, dwt_at)  # (the transposed sums' room, unused here)
             if not need_x:
                 continue
             for t in range(m):
@@ -409,7 +535,7 @@ def vector_backward(x, w, dy, dx, dwt, need_x, need_w, c, h, ww, o, kh, kw, ph, 
                         dst = view1d(dx, (((i0 + t) * c + g * cg + ci) * h + ih) * ww, ww)
                         for q in range(ww):
                             dst[q] += src[q]
-        if need_w:  # the group's transposed sums into dwt, and the sums zeroed for the next
+        if need_w and transposed:  # the group's sums into dwt, zeroed for the next group
             for oc in range(og):
                 dst = view1d(dwt, (g * og + oc) * k, k)
                 for kk in range(k):

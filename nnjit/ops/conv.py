@@ -14,9 +14,10 @@ VGG-style net's 3x3 layers, the 3x3 stack, LeNet-5's 5x5 layers: forward 1.3-2x,
 second, 0.64 against 0.42 ms, where the other two directions win more; docs/performance.md).
 Strided convolutions run im2col + BLAS GEMM, with the columns of several small images side by
 side so each product has up to 2048 columns (:func:`nnjit.kernels.conv.samples_per_product`).
-The direct loops (``algorithm="direct"``) were slower at every shape measured, LeNet's first layer
-included (1 -> 6 channels, 5x5, batch 64, 1 thread: forward 17 ms direct against 3.9 ms im2col),
-so they run only on request; the tests run all three.
+The direct loops (``algorithm="direct"`` until issue 22) were slower than im2col at every shape
+measured, LeNet's first layer included (1 -> 6 channels, 5x5, batch 64, 1 thread: forward 17 ms
+direct against 3.9 ms im2col): they were removed, with 1.2 s of the family's cold compile; the
+tests compare both algorithms with a float64 NumPy reference.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ _ACC_C = ACCUMULATE[2]
 FIRST_OPCODE = 80
 _CONV2D = FIRST_OPCODE
 
-ALGORITHMS = {"vector": kc.ALGO_VECTOR, "im2col": kc.ALGO_IM2COL, "direct": kc.ALGO_DIRECT}
+ALGORITHMS = {"vector": kc.ALGO_VECTOR, "im2col": kc.ALGO_IM2COL}
 
 
 def choose_algorithm(cg: int, kh: int, kw: int, og: int, stride=(1, 1)) -> str:
@@ -117,8 +118,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algo
     ``bias`` (O,), as ``torch.nn.functional.conv2d``; the output's shape is (batch, O, OH, OW).
 
     ``weight`` and ``bias`` are Tensors (a 4-D ``weight.view(-1, C // groups, KH, KW)``) or
-    :class:`nnjit.nn.Parameter` s. ``algorithm``: "vector" (stride 1), "im2col", "direct" or
-    None (chosen per shape, :func:`choose_algorithm`)."""
+    :class:`nnjit.nn.Parameter` s. ``algorithm``: "vector" (stride 1), "im2col" or None (chosen
+    per shape, :func:`choose_algorithm`)."""
     tape = x.tape
     where = tape.current_owner or "conv2d"
     w, w_shape = _as_tensor(tape, weight, "weight", where)
@@ -227,7 +228,7 @@ def _sample_geometry(draw, dims) -> OpGeometry:
     oh = output_size(h, kernel[0], stride[0], pt, pb, dilation[0])
     ow = output_size(w, kernel[1], stride[1], pl, pr, dilation[1])
     c, o = groups * cg, groups * og
-    algorithms = ("im2col", "direct", "vector") if stride == (1, 1) else ("im2col", "direct")
+    algorithms = ("im2col", "vector") if stride == (1, 1) else ("im2col",)
     hyper = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups,
              "algorithm": algorithms[draw(0, len(algorithms) - 1)]}
     return OpGeometry(
