@@ -13,11 +13,11 @@ epoch by epoch, so machine drift spreads over both):
 
 1. LeNet-5 on Fashion-MNIST 28x28 (``conv 6@5x5 pad 2 - ReLU - maxpool 2 - conv 16@5x5 - ReLU -
    maxpool 2 - flatten - 120 - ReLU - 84 - ReLU - 10``), batch 64, Adam lr 1e-3, 5 epochs: median
-   time per epoch and test accuracy after the same epochs. Targets: nnjit >= 2x faster, accuracy
-   within 0.5 points of PyTorch's, both >= 0.88.
+   time per epoch and test accuracy after the same epochs. Targets: nnjit >= 3x faster (issue
+   22), accuracy within 0.5 points of PyTorch's, both >= 0.88.
 2. The 3x3 convolution stack (32 -> 64 -> 64 channels, 32x32, batch 64): forward + backward FLOP
    rate against the 1-thread GEMM peak, from ``benchmarks.conv_stack.measure_conv_stack()``.
-   Target: >= 70% of the peak.
+   Target: >= 80% of the peak (issue 22).
 3. Olivetti faces 64x64 (``conv 16@5x5 - LeakyReLU - maxpool 2 - conv 32@3x3 - LeakyReLU -
    maxpool 2 - flatten - dense 40``), batch 32, on the seed table's split (seed 44, 80/20
    stratified, standardised with the training part's statistics); the CNNs train on the whole
@@ -93,8 +93,8 @@ VGG_TIMING = {"repeats": 5, "min_trial_s": 0.3, "peak_trials": 5}
 #: The rows, in order (--only picks some).
 SECTIONS = ("lenet", "conv_stack", "olivetti", "tabular", "vgg", "compile")
 #: The issues' targets (13; 22 for the VGG-style net).
-LENET_SPEEDUP, LENET_ACC_POINTS, LENET_MIN_ACC = 2.0, 0.5, 0.88
-CONV_STACK_FRACTION = 0.70
+LENET_SPEEDUP, LENET_ACC_POINTS, LENET_MIN_ACC = 3.0, 0.5, 0.88
+CONV_STACK_FRACTION = 0.80
 VGG_SPEEDUP, VGG_ACC_POINTS = 1.5, 0.5
 #: In --quick: rows per part and epochs (checks that everything runs; numbers mean nothing).
 QUICK = dict(lenet_train=256, lenet_test=256, faces_train=64, tab_train=1024, tab_test=256,
@@ -636,33 +636,24 @@ def targets(res: dict) -> list[dict]:
         rows.append(dict(what=what, value=value,
                          status="not run" if ok is None else ("PASS" if ok else "MISS")))
 
-    le = res["lenet"]
-    if "skipped" in le or "error" in le:
-        for what in ("LeNet-5 per epoch >= 2x faster than PyTorch",
-                     "LeNet-5 accuracy within 0.5 points, both >= 0.88"):
-            add(what, le.get("skipped") or le.get("error"), None)
-    else:
-        add(f"LeNet-5 per epoch >= {LENET_SPEEDUP:.0f}x faster than PyTorch",
-            f"{fmt_time(le['nnjit']['epoch_s']['median'])} vs "
-            f"{fmt_time(le['PyTorch']['epoch_s']['median'])} ({fmt_ratio(le['speedup'])})",
-            le["speedup"] is not None and le["speedup"] >= LENET_SPEEDUP)
-        a, t = le["accuracy"]["nnjit"], le["accuracy"]["PyTorch"]
-        add(f"LeNet-5 accuracy after {le['epochs']} epochs within {LENET_ACC_POINTS} points, "
-            f"both >= {LENET_MIN_ACC}", f"nnjit {a:.4f}, PyTorch {t:.4f}",
-            abs(a - t) * 100 <= LENET_ACC_POINTS and min(a, t) >= LENET_MIN_ACC)
-    vg = res["vgg"]
-    if "nnjit" not in vg:
-        for what in (f"VGG-style per epoch >= {VGG_SPEEDUP}x faster than PyTorch",
-                     f"VGG-style accuracy within {VGG_ACC_POINTS} points"):
-            add(what, vg.get("skipped") or vg.get("error"), None)
-    else:
-        add(f"VGG-style per epoch >= {VGG_SPEEDUP}x faster than PyTorch",
-            f"{fmt_time(vg['nnjit']['epoch_s']['median'])} vs "
-            f"{fmt_time(vg['PyTorch']['epoch_s']['median'])} ({fmt_ratio(vg['speedup'])})",
-            vg["speedup"] is not None and vg["speedup"] >= VGG_SPEEDUP)
-        a, t = vg["accuracy"]["nnjit"], vg["accuracy"]["PyTorch"]
-        add(f"VGG-style accuracy after {vg['epochs']} epochs within {VGG_ACC_POINTS} points",
-            f"nnjit {a:.4f}, PyTorch {t:.4f}", abs(a - t) * 100 <= VGG_ACC_POINTS)
+    def training_pair(name, r, speedup, points, min_acc=0.0):
+        """The per-epoch and accuracy targets of one nnjit/PyTorch training pair."""
+        floor = f", both >= {min_acc}" if min_acc else ""
+        if "nnjit" not in r:
+            for what in (f"{name} per epoch >= {speedup:g}x faster than PyTorch",
+                         f"{name} accuracy within {points} points{floor}"):
+                add(what, r.get("skipped") or r.get("error"), None)
+            return
+        add(f"{name} per epoch >= {speedup:g}x faster than PyTorch",
+            f"{fmt_time(r['nnjit']['epoch_s']['median'])} vs "
+            f"{fmt_time(r['PyTorch']['epoch_s']['median'])} ({fmt_ratio(r['speedup'])})",
+            r["speedup"] is not None and r["speedup"] >= speedup)
+        a, t = r["accuracy"]["nnjit"], r["accuracy"]["PyTorch"]
+        add(f"{name} accuracy after {r['epochs']} epochs within {points} points{floor}",
+            f"nnjit {a:.4f}, PyTorch {t:.4f}", abs(a - t) * 100 <= points and min(a, t) >= min_acc)
+
+    training_pair("LeNet-5", res["lenet"], LENET_SPEEDUP, LENET_ACC_POINTS, LENET_MIN_ACC)
+    training_pair("VGG-style", res["vgg"], VGG_SPEEDUP, VGG_ACC_POINTS)
     cs = res["conv_stack"]
     frac = _conv_stack_fraction(cs)
     add(f"3x3 conv stack forward+backward >= {CONV_STACK_FRACTION:.0%} of the GEMM peak",

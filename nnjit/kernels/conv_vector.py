@@ -21,9 +21,9 @@ Layers with fewer output channels than two vectors (LeNet's 6 and 16) reduce alo
 instead (:func:`shifted_gradient`, 4 channels x 6 ``k``, lanes summed once per call): their
 transposed tile would be mostly padding (LeNet's first layer: 1.1 ms against 0.3 ms per batch).
 
-Measured on the VGG-style net's layers (batch 64, 1 thread, float32, docs/performance.md):
-forward and input gradient 120-135 GFLOP/s, weight gradient 84-94, against 59-93 for im2col +
-OpenBLAS at the same shapes.
+Measured on the VGG-style net's 3x3 layers (batch 64, 1 thread, float32, idle host with a
+204 GFLOP/s GEMM peak, docs/performance.md): 139-170 GFLOP/s in every direction, against 61-91
+for im2col + OpenBLAS at the same shapes and 168-179 for PyTorch's oneDNN.
 """
 
 from nnjit.kernels import simd

@@ -8,10 +8,11 @@ scratch elements the record's kernels need (:func:`nnjit.kernels.conv.scratch_el
 
 Algorithm per shape (:func:`choose_algorithm`, kernels in :mod:`nnjit.kernels.conv`): at stride 1
 the vector kernels (:mod:`nnjit.kernels.conv_vector`: register-blocked products over shifted
-zero-padded frames), faster than im2col + OpenBLAS at every stride-1 shape measured (the
-VGG-style net's 3x3 layers, the 3x3 stack, LeNet-5's 5x5 layers: forward 1.3-2x, weight gradient
-1.1-1.6x; one exception, the input gradient of a layer with fewer than 8 input channels, LeNet's
-second, 0.64 against 0.42 ms, where the other two directions win more; docs/performance.md).
+zero-padded frames), faster than im2col + OpenBLAS at every stride-1 shape measured (batch 64,
+1 thread: the VGG-style net's 3x3 layers 2-2.8x in each direction, LeNet-5's 5x5 layers 1.4-2x in
+forward and weight gradient; one exception, the input gradient of a layer with fewer than 8
+input channels, LeNet's second, 0.64 against 0.35 ms, where the other directions win more;
+docs/performance.md).
 Strided convolutions run im2col + BLAS GEMM, with the columns of several small images side by
 side so each product has up to 2048 columns (:func:`nnjit.kernels.conv.samples_per_product`).
 The direct loops (``algorithm="direct"`` until issue 22) were slower than im2col at every shape
