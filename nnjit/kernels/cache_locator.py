@@ -147,10 +147,42 @@ class _NnjitCacheImpl(caching.CompileResultCacheImpl):
     _locator_classes = [*caching.CompileResultCacheImpl._locator_classes, PrivateCacheLocator]
 
 
+class _ReachStamp:
+    """The cache index's freshness stamp: numba's (the function's own file) plus the digest of
+    every file its code reaches (:func:`nnjit.kernels.source_reach.reach_digest`), so an edited
+    kernel in another file makes the entry stale instead of running its old machine code.
+    Computed when the index is first read or written, not at import; saved as a plain tuple."""
+
+    __hash__ = None
+
+    def __init__(self, own, py_func):
+        self._own = own
+        self._py_func = py_func
+        self._value = None
+
+    def value(self) -> tuple:
+        if self._value is None:
+            from nnjit.kernels.source_reach import reach_digest
+
+            self._value = (self._own, reach_digest(self._py_func))
+        return self._value
+
+    def __eq__(self, other):
+        return self.value() == (other.value() if isinstance(other, _ReachStamp) else other)
+
+    def __reduce__(self):
+        return tuple, (self.value(),)
+
+
 class NnjitFunctionCache(caching.FunctionCache):
-    """numba's per-function cache with :class:`PrivateCacheLocator` after numba's locators."""
+    """numba's per-function cache with :class:`PrivateCacheLocator` after numba's locators, and
+    entries stamped with the sources the function reaches (:class:`_ReachStamp`)."""
 
     _impl_class = _NnjitCacheImpl
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        self._cache_file._source_stamp = _ReachStamp(self._cache_file._source_stamp, py_func)
 
 
 def enable_caching(dispatcher) -> bool:

@@ -14,10 +14,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-import sys
-import types
 from typing import Callable
 
+from nnjit.kernels.source_reach import source_files
 from nnjit.ops.spec import OpSpec
 from nnjit.tape import tape as _tape
 
@@ -109,61 +108,6 @@ def _digest(family: OpFamily) -> str:
     for digest in sorted(contents):
         h.update(digest)
     return h.hexdigest()
-
-
-# Code these packages hold is versioned by the installation, not edited with a model.
-_NOT_FOLLOWED = ("numba", "numpy", "llvmlite", "scipy")
-
-
-def _followed(module_name: str | None) -> bool:
-    top = (module_name or "").partition(".")[0]
-    return bool(top) and top not in _NOT_FOLLOWED and top not in sys.stdlib_module_names
-
-
-def source_files(*functions) -> list[str]:
-    """Sorted source files of ``functions`` and, transitively, of every function, numba
-    dispatcher or module their code names (globals, and attributes of modules the code reaches
-    through them: ``pkg.kernels.f`` and re-exports such as ``from pkg import kernels as K``)."""
-    files: set[str] = set()
-    seen: set[tuple[int, frozenset]] = set()
-    todo = [(f, frozenset()) for f in functions if f is not None]
-    while todo:
-        obj, names = todo.pop()
-        if (id(obj), names) in seen:
-            continue
-        seen.add((id(obj), names))
-        if isinstance(obj, types.ModuleType):
-            path = getattr(obj, "__file__", None)
-            if path and _followed(obj.__name__):
-                files.add(path)
-                todo.extend((v, frozenset()) for v in vars(obj).values()
-                            if getattr(v, "__module__", None) == obj.__name__
-                            and (hasattr(v, "py_func") or isinstance(v, types.FunctionType)))
-                # names the referencing code reads as attributes: submodules, re-exports
-                todo.extend((getattr(obj, n), names) for n in names if hasattr(obj, n))
-            continue
-        fn = getattr(obj, "py_func", obj)  # a numba dispatcher's Python function
-        if not isinstance(fn, types.FunctionType) or not _followed(fn.__module__):
-            continue
-        files.add(fn.__code__.co_filename)
-        codes = [fn.__code__]
-        used: set[str] = set()
-        while codes:
-            code = codes.pop()
-            used.update(code.co_names)
-            codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-        used_names = frozenset(used)
-        for name in used_names:
-            if name in fn.__globals__:
-                value = fn.__globals__[name]
-                todo.append((value, used_names if isinstance(value, types.ModuleType)
-                             else frozenset()))
-        for cell in fn.__closure__ or ():
-            try:
-                todo.append((cell.cell_contents, frozenset()))
-            except ValueError:  # an empty cell
-                pass
-    return sorted(files)
 
 
 class Registry:
