@@ -68,7 +68,7 @@ def _layer(c, o, size, algorithm, batch=BATCH):
 
     algo = ALGORITHMS[algorithm]
     block = (c, size, size, o, KERNEL, KERNEL, 1, 1, 1, 1, 1, 1, 1, size, size, algo,
-             kc.samples_per_product(size, size, c * KERNEL * KERNEL, o))
+             kc.samples_for(c, KERNEL, KERNEL, size, size, o, 1, 1, algo))
     scratch = kc.scratch_elements(c, KERNEL, KERNEL, size, size, o, 1, 1, 1, 1, algo)
     flops = 2.0 * batch * o * size * size * c * KERNEL * KERNEL
     return block, scratch, flops

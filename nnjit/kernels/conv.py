@@ -137,6 +137,16 @@ def samples_per_product(oh, ow, k, og):
     return min(m, SMALL_PRODUCT // per_sample) if per_sample <= SMALL_PRODUCT else m
 
 
+def samples_for(cg, kh, kw, oh, ow, og, dh, dw, algo):
+    """The geometry block's G_SAMPLES for ``algo``: samples per im2col product
+    (:func:`samples_per_product`), or samples the vector backward holds at once
+    (:func:`nnjit.kernels.conv_vector.samples_per_gradient`); :func:`scratch_elements` sizes the
+    scratch for exactly this many."""
+    if algo == ALGO_VECTOR:
+        return kv.samples_per_gradient(cg, og, kh, kw, dh, dw, oh, ow)
+    return samples_per_product(oh, ow, cg * kh * kw, og)
+
+
 def scratch_elements(cg, kh, kw, oh, ow, og, sh, sw, dh, dw, algo):
     """Elements of scratch the kernels need. im2col, for
     :func:`samples_per_product` samples: two column matrices (the input gradient's is the

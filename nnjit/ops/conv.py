@@ -26,7 +26,6 @@ from __future__ import annotations
 import numpy as np
 
 from nnjit.kernels import conv as kc
-from nnjit.kernels import conv_vector as kv
 from nnjit.ops.context import (
     CTX_GRADS,
     CTX_HYPER,
@@ -174,11 +173,8 @@ def record_conv2d(x, w, b, out_channels: int, group_channels: int, kernel, strid
         raise ValueError(f"{where}: algorithm 'vector' runs stride 1 only, got stride {stride}; "
                          f"use 'im2col' or None")
     algo = ALGORITHMS[algorithm]
-    samples = (kv.samples_per_gradient(group_channels, og, *kernel, *dilation, oh, ow)
-               if algo == kc.ALGO_VECTOR
-               else kc.samples_per_product(oh, ow, group_channels * kernel[0] * kernel[1], og))
     block = (c, h, wd, out_channels, *kernel, *stride, pt, pl, *dilation, groups, oh, ow, algo,
-             samples)
+             kc.samples_for(group_channels, *kernel, oh, ow, og, *dilation, algo))
     scratch = kc.scratch_elements(group_channels, kernel[0], kernel[1], oh, ow, og, *stride,
                                   *dilation, algo)
     return x.tape.record(_CONV2D, [x, w, b], x.rows, out_channels * oh * ow, block=block,

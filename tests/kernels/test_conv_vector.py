@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nnjit.kernels import conv as kc
-from nnjit.kernels import conv_vector as kv
 from nnjit.ops.conv import _reference, output_size, padding_of
 
 
@@ -22,10 +21,8 @@ def _block(c, h, w, o, kernel, pads, dilation, groups, algo):
     pt, pb, pl, pr = pads
     oh = output_size(h, kernel[0], 1, pt, pb, dilation[0])
     ow = output_size(w, kernel[1], 1, pl, pr, dilation[1])
-    samples = (kv.samples_per_gradient(cg, og, *kernel, *dilation, oh, ow)
-               if algo == kc.ALGO_VECTOR
-               else kc.samples_per_product(oh, ow, cg * kernel[0] * kernel[1], og))
-    block = (c, h, w, o, *kernel, 1, 1, pt, pl, *dilation, groups, oh, ow, algo, samples)
+    block = (c, h, w, o, *kernel, 1, 1, pt, pl, *dilation, groups, oh, ow, algo,
+             kc.samples_for(cg, *kernel, oh, ow, og, *dilation, algo))
     scratch = kc.scratch_elements(cg, *kernel, oh, ow, og, 1, 1, *dilation, algo)
     return np.array(block, np.float64), scratch, (oh, ow)
 
