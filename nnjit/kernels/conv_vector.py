@@ -55,7 +55,8 @@ def round_up(n, step):
 def layout(cg, og, kh, kw, dh, dw, oh, ow):
     """(frame elements, frames span, output-gradient row length, its margin, forward output
     span, input-gradient span, transposed output gradient's row length, transposed weight
-    gradient span) of one group of one sample (module doc)."""
+    gradient span, one sample's backward span: frames, output-gradient rows, transposed output
+    gradient) of one group of one sample (module doc)."""
     hp = oh + (kh - 1) * dh
     wp = ow + (kw - 1) * dw
     frame = hp * wp
@@ -68,7 +69,8 @@ def layout(cg, og, kh, kw, dh, dw, oh, ow):
     dx = (cg + tiles - 1) // tiles * tiles * ((frame + width - 1) // width * width)
     ldg = (og + GRADIENT_WIDTH - 1) // GRADIENT_WIDTH * GRADIENT_WIDTH
     k_rows = (cg * kh * kw + GRADIENT_ROWS - 1) // GRADIENT_ROWS * GRADIENT_ROWS
-    return frame, frames, grad_row, margin, out, dx, ldg, k_rows * ldg
+    span = frames + og * grad_row + oh * wp * ldg
+    return frame, frames, grad_row, margin, out, dx, ldg, k_rows * ldg, span
 
 
 def _layout_in_python(cg, og, kh, kw, dh, dw, oh, ow):
@@ -79,8 +81,7 @@ def samples_per_gradient(cg, og, kh, kw, dh, dw, oh, ow):
     """Samples whose frames and output gradients the backward pass holds at once: the weight
     gradient's tiles then sum their lanes once per that many samples, while the samples' data
     stays within GRADIENT_ELEMENTS (in L2)."""
-    _, frames, grad_row, _, _, _, ldg, _ = _layout_in_python(cg, og, kh, kw, dh, dw, oh, ow)
-    span = frames + og * grad_row + oh * (ow + (kw - 1) * dw) * ldg
+    span = _layout_in_python(cg, og, kh, kw, dh, dw, oh, ow)[-1]
     return max(1, min(MAX_GRADIENT_SAMPLES, GRADIENT_ELEMENTS // span))
 
 
@@ -88,9 +89,8 @@ def scratch_elements(cg, og, kh, kw, dh, dw, oh, ow):
     """Scratch elements the vector kernels need: forward, the frames and an output block;
     backward, :func:`samples_per_gradient` samples' frames and output-gradient rows, an
     input-gradient block and the flipped weight."""
-    _, frames, grad_row, _, out, dx, ldg, dwt = _layout_in_python(cg, og, kh, kw, dh, dw, oh, ow)
+    _, frames, _, _, out, dx, _, dwt, span = _layout_in_python(cg, og, kh, kw, dh, dw, oh, ow)
     m = samples_per_gradient(cg, og, kh, kw, dh, dw, oh, ow)
-    span = frames + og * grad_row + oh * (ow + (kw - 1) * dw) * ldg
     return max(frames + out, m * span + dwt + dx + cg * og * kh * kw)
 
 
@@ -433,7 +433,7 @@ def vector_forward(x, w, b, y, has_bias, c, h, ww, o, kh, kw, ph, pw, dh, dw, gr
     og = o // groups
     k = cg * kh * kw
     wp = ow + (kw - 1) * dw
-    frame, frames, _, _, out_size, _, _, _ = layout(cg, og, kh, kw, dh, dw, oh, ow)
+    frame, frames, _, _, out_size, _, _, _, _ = layout(cg, og, kh, kw, dh, dw, oh, ow)
     if scratch.shape[0] < frames + out_size:
         raise IndexError("conv2d: scratch too small for the vector kernels")
     cols = round_up(oh * wp, MAX_TILE_COLUMNS)
@@ -467,10 +467,9 @@ def vector_backward(x, w, dy, dx, dwt, need_x, need_w, c, h, ww, o, kh, kw, ph, 
     k = cg * kh * kw
     kt = og * kh * kw
     wp = ow + (kw - 1) * dw
-    frame, frames, grad_row, margin, _, dx_size, ldg, dwt_size = layout(cg, og, kh, kw, dh, dw,
-                                                                        oh, ow)
+    frame, frames, grad_row, margin, _, dx_size, ldg, dwt_size, span = layout(
+        cg, og, kh, kw, dh, dw, oh, ow)
     gt_at = frames + og * grad_row  # in a sample's span: frames, output gradient, transposed
-    span = gt_at + oh * wp * ldg
     dwt_at = samples * span
     dx_at = dwt_at + dwt_size
     wt_at = dx_at + dx_size
