@@ -71,18 +71,19 @@ def source_files(*functions) -> list[str]:
 
 @functools.cache
 def _file_digest(path: str, stamp: tuple) -> bytes:
+    # keyed by (mtime, size) too: a file edited while the process runs is read again
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).digest()
 
 
-def reach_digest(function) -> str:
-    """sha256 (hex) of the contents of every file :func:`source_files` finds for ``function``,
+def reach_digest(*functions) -> str:
+    """sha256 (hex) of the contents of every file :func:`source_files` finds for ``functions``,
     in an order independent of where the files are (a moved checkout keeps its cache)."""
-    h = hashlib.sha256()
     digests = []
-    for path in source_files(function):
+    for path in source_files(*functions):
         st = os.stat(path)
         digests.append(_file_digest(path, (st.st_mtime_ns, st.st_size)))
+    h = hashlib.sha256()
     for d in sorted(digests):
         h.update(d)
     return h.hexdigest()

@@ -12,11 +12,10 @@ of the dispatch table, :mod:`nnjit.engine.dispatch`), whatever families it is mi
 from __future__ import annotations
 
 import functools
-import hashlib
 import re
 from typing import Callable
 
-from nnjit.kernels.source_reach import source_files
+from nnjit.kernels.source_reach import reach_digest
 from nnjit.ops.spec import OpSpec
 from nnjit.tape import tape as _tape
 
@@ -86,8 +85,8 @@ class OpFamily:
 
     def source_digest(self) -> str:
         """sha256 (hex) of every source file the family's compiled code reaches (see
-        :func:`source_files`): it names the family's builds, so an edited kernel file means a
-        new build instead of numba's stale cached one."""
+        :func:`nnjit.kernels.source_reach.source_files`): it names the family's builds, so an
+        edited kernel file means a new build instead of numba's stale cached one."""
         return _digest(self)
 
     def __repr__(self) -> str:
@@ -98,16 +97,9 @@ class OpFamily:
 
 @functools.cache
 def _digest(family: OpFamily) -> str:
-    # contents only, in an order that does not depend on where the files are: the same
-    # family in another folder (a moved project, a temporary directory) reuses its build
-    contents = []
-    for path in source_files(family.forward, family.backward, family.load_job):
-        with open(path, "rb") as f:
-            contents.append(hashlib.sha256(f.read()).digest())
-    h = hashlib.sha256()
-    for digest in sorted(contents):
-        h.update(digest)
-    return h.hexdigest()
+    # contents only (reach_digest): the same family in another folder (a moved project, a
+    # temporary directory) reuses its build
+    return reach_digest(family.forward, family.backward, family.load_job)
 
 
 class Registry:
