@@ -34,11 +34,11 @@ TARGET_FRACTION = 0.80  # (issue 22; issue 13's was 0.70)
 DIRECTIONS = ("forward", "weight gradient", "input gradient")
 
 
-@jit(cache=False)  # (numba's cache misses edits of the kernels it calls: old code)
+@jit
 def _run_steps(x, w1, b1, y1, w2, b2, y2, dy2, dy1, dw1, db1, dw2, db2, hyper, h1, h2, scratch,
                steps):
     """``steps`` forward + backward steps of the stack through the conv kernels, one compiled
-    loop (nnjit's options; compiled in each run, see the decorator)."""
+    loop (nnjit's options, cached on disk like the kernels it calls)."""
     for _ in range(steps):
         kc.conv2d_forward(x, w1, b1, y1, True, hyper, h1, scratch)
         kc.conv2d_forward(y1, w2, b2, y2, True, hyper, h2, scratch)
@@ -48,7 +48,7 @@ def _run_steps(x, w1, b1, y1, w2, b2, y2, dy2, dy1, dw1, db1, dw2, db2, hyper, h
                            False, hyper, h1, scratch)
 
 
-@jit(cache=False)  # (numba's cache misses edits of the kernels it calls: old code)
+@jit
 def _run_direction(x, w, b, y, dy, dx, dwt, db, direction, hyper, scratch, steps):
     """``steps`` runs of one direction (its index in DIRECTIONS) of one convolution through the
     conv kernels, one compiled loop; the gradients alone, without the bias's."""

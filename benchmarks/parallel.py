@@ -225,7 +225,7 @@ def family_thresholds(kernels: dict, sizes) -> dict:
 
 
 # -- 2. two trainers in two threads ----------------------------------------------------------------
-@jit(cache=False)  # (numba's cache misses edits of the kernels it calls: old code)
+@jit
 def _trainer_steps(k, use_parallel, x, y, dy, dx, p, g, m, v):  # pragma: no cover - compiled
     """k "training steps": ReLU forward and backward over (n_act,), Adam over (n_param,)."""
     for step in range(2, k + 2):
@@ -312,7 +312,7 @@ def threads_section(repeats: int, target_s: float, workloads=THREAD_WORKLOADS,
 
 
 # -- 3. compile time of one caller with and without the twins --------------------------------------
-@jit(cache=False)  # (numba's cache misses edits of the kernels it calls: old code)
+@jit
 def _caller_serial(op, x, y, dy, dx, p, g, m, v, mins):  # pragma: no cover - compiled
     """Interpreter-like dispatch to the 18 serial kernels (``mins`` unused, same signature)."""
     if op == 0:
@@ -353,7 +353,7 @@ def _caller_serial(op, x, y, dy, dx, p, g, m, v, mins):  # pragma: no cover - co
         ko.rmsprop_update(p, g, m, v, 0.01, 0.99, 1e-8, 0.0, 0.0, 2)
 
 
-@jit(cache=False)  # (numba's cache misses edits of the kernels it calls: old code)
+@jit
 def _caller_twins(op, x, y, dy, dx, p, g, m, v, mins):  # pragma: no cover - compiled
     """As :func:`_caller_serial`, choosing the parallel twin when the size reaches ``mins[family]``
     (mins: int64 [optimizer, elementwise, transcendental, dropout], NEVER when unavailable; or
