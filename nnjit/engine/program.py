@@ -11,6 +11,7 @@ from nnjit.dtypes import integer_dtype
 from nnjit.engine import compile_notice, dispatch, fields
 from nnjit.engine import interpreter as it
 from nnjit.engine import status as st
+from nnjit.engine.fusion import fuse
 from nnjit.engine.loop_arrays import LoopArrays, StepArrays
 from nnjit.engine.run_options import RunOptions
 from nnjit.graph.graph_data import G_INPUT_LOADED, G_NEED_LOOPS, G_WEIGHTS_READY, no_graph
@@ -88,6 +89,7 @@ class Program:
     ):
         inputs = (input,) if isinstance(input, Tensor) else tuple(input)
         self.tape = tape
+        fuse(tape, {x.slot for x in inputs} | {target.slot, output.slot, loss.slot})
         nodes = self.nodes = tape.nodes
         self.dtype = tape.dtype
         self.max_batch = tape.max_batch

@@ -37,17 +37,28 @@ def take_max(v, k, best, where):
     return (v if t else best), (k if t else where)
 
 
+@jit(inline="always")
+def relu_of_max(best, where, relu, zero, none):
+    """(value, position) of a window's max, followed by a ReLU when ``relu``: a max that is not
+    positive becomes 0 (a NaN stays) and routes no gradient (position -1), exactly as a ReLU
+    before the pool would (it is monotonic: the max of the ReLUs is the ReLU of the max)."""
+    if relu and not best > zero:
+        return (best if best != best else zero), none
+    return best, where
+
+
 @jit
-def maxpool2d_forward(x, y, argmax, planes, H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw):
+def maxpool2d_forward(x, y, argmax, planes, H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw, relu):
     """y = the max of each window; ``argmax`` (y's shape) gets its position in the plane
     (h * W + w, as a float: exact below 2**24 values per plane; -1 for a window wholly in the
     padding, whose max is -inf). Ties go to the first maximum in row-major window order and a
-    NaN wins, as PyTorch's CPU kernel."""
+    NaN wins, as PyTorch's CPU kernel. ``relu``: a ReLU follows (:func:`relu_of_max`)."""
     if is_plain_2x2(H, W, OH, OW, kh, kw, sh, sw, ph, pw) and dh == 1 and dw == 1:
-        maxpool2x2_forward(x, y, argmax, planes, H, W, OH, OW)
+        maxpool2x2_forward(x, y, argmax, planes, H, W, OH, OW, relu)
         return
     lowest = x.dtype.type(-np.inf)
     none = x.dtype.type(-1.0)
+    zero = x.dtype.type(0.0)
     for p in range(planes):
         xo = p * H * W
         yo = p * OH * OW
@@ -70,12 +81,13 @@ def maxpool2d_forward(x, y, argmax, planes, H, W, OH, OW, kh, kw, sh, sw, ph, pw
                     for b in range(b_lo, b_hi):
                         k = row + b * dw
                         best, where = take_max(x[xo + k], x.dtype.type(k), best, where)
+                best, where = relu_of_max(best, where, relu, zero, none)
                 y[yo + oh * OW + ow] = best
                 argmax[yo + oh * OW + ow] = where
 
 
 @jit
-def maxpool2x2_forward(x, y, argmax, planes, H, W, OH, OW):
+def maxpool2x2_forward(x, y, argmax, planes, H, W, OH, OW, relu):
     """:func:`maxpool2d_forward` for 2x2 windows at stride 2 without padding (most CNNs' pool).
 
     The taps are compared in pairs, (top left, top right) and (bottom left, bottom right), then
@@ -84,6 +96,7 @@ def maxpool2x2_forward(x, y, argmax, planes, H, W, OH, OW):
     of its two input rows, which LLVM vectorises (about 3x faster than a scalar scan)."""
     zero = x.dtype.type(0.0)
     one = x.dtype.type(1.0)
+    none = x.dtype.type(-1.0)
     below = x.dtype.type(W)  # offsets of the taps below and below right, in the dtype
     below_right = x.dtype.type(W + 1)
     for p in range(planes):
@@ -105,8 +118,11 @@ def maxpool2x2_forward(x, y, argmax, planes, H, W, OH, OW):
                 lower = d if right else c
                 lower_at = below_right if right else below
                 down = (lower > upper) | (lower != lower)
-                yv[ow] = lower if down else upper
-                av[ow] = at + (lower_at if down else upper_at)
+                best, where = relu_of_max(lower if down else upper,
+                                          at + (lower_at if down else upper_at), relu, zero,
+                                          none)
+                yv[ow] = best
+                av[ow] = where
 
 
 @jit

@@ -7,7 +7,8 @@ defaults, output sizes (``ceil_mode`` included) and argument checks are PyTorch'
 
 Each record's geometry is one ``block`` in the hyper table (aux0 is its first index):
 ``C, H, W, OH, OW, KH, KW, SH, SW, PH, PW, DH, DW, COUNT_INCLUDE_PAD, DIVISOR`` (max and
-average: average pools have dilation 1, DIVISOR is ``divisor_override`` or 0), and
+average: average pools have dilation 1, DIVISOR is ``divisor_override`` or 0; max pools add
+RELU, 1 when the ReLU before the pool was folded into it, :mod:`nnjit.engine.fusion`), and
 ``C, H, W, OH, OW`` (adaptive). Max pooling keeps each window's argmax in a slot the recorder
 makes (its record's in1, the output's shape, like the graph family's scatter max): the backward
 is then a scatter over the outputs (a quarter of the input for 2x2 pools), with no second pass
@@ -47,7 +48,7 @@ _ACC_A = ACCUMULATE[0]
 # the argmax is kept as a float: exact for planes below 2**24 values in float32
 MAX_PLANE = 2**24
 (G_C, G_H, G_W, G_OH, G_OW, G_KH, G_KW, G_SH, G_SW, G_PH, G_PW, G_DH, G_DW, G_COUNT_PAD,
- G_DIVISOR) = range(15)
+ G_DIVISOR, G_RELU) = range(16)
 
 
 # -- geometry (PyTorch's rules) ----------------------------------------------------------------
@@ -161,7 +162,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     argmax = x.tape.alloc_tensor(x.rows, c * oh * ow)
     x.tape.slots[argmax.slot].name = f"{where}.argmax"
     return x.tape.record(_MAXPOOL2D, [x], x.rows, c * oh * ow, extra_inputs=[argmax],
-                         block=(c, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, 0, 0),
+                         block=(c, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, 0, 0, 0),
                          out_dims=(c, oh, ow))
 
 
@@ -321,7 +322,8 @@ def pooling_forward(op, i, rows, records, slots, hyper, values):
     ph, pw = int(hyper[g + G_PH]), int(hyper[g + G_PW])
     if op == _MAXPOOL2D:
         _max_f(x, y, slot_flat(values, slots, records[i, R_IN1], rows), planes, h, w, oh, ow,
-               kh, kw, sh, sw, ph, pw, int(hyper[g + G_DH]), int(hyper[g + G_DW]))
+               kh, kw, sh, sw, ph, pw, int(hyper[g + G_DH]), int(hyper[g + G_DW]),
+               hyper[g + G_RELU] != 0)
     else:
         _avg_f(x, y, planes, h, w, oh, ow, kh, kw, sh, sw, ph, pw, hyper[g + G_COUNT_PAD] != 0,
                int(hyper[g + G_DIVISOR]))

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 import nnjit as nn
 from nnjit.nn import AdaptiveAvgPool2d, AvgPool2d, Flatten, MaxPool2d
 from nnjit.nn import functional as F
+from nnjit.tape.tape import op_name
 from tests.helpers import count_allocations
 
 DTYPE = np.float64  # one build for every test of the file (the pooling family, float64)
@@ -206,7 +207,7 @@ def test_max_pool_kernel_nan_wins_its_window_as_torch(kernel, stride, padding):
     planes, (oh, ow) = 6, expected.shape[2:]
     out, argmax = np.empty(planes * oh * ow), np.empty(planes * oh * ow)
     maxpool2d_forward(images.ravel(), out, argmax, planes, 8, 8, oh, ow, kernel, kernel, stride,
-                      stride, padding, padding, 1, 1)
+                      stride, padding, padding, 1, 1, False)
     assert np.isnan(out).any() and not np.isnan(out).all()
     np.testing.assert_array_equal(out, expected.numpy().ravel())
     np.testing.assert_array_equal(argmax, indices.numpy().ravel())
@@ -234,6 +235,47 @@ def test_two_pools_of_one_input_add_up_its_gradient_as_torch(side, kw):
         return torch.nn.functional.max_pool2d(x, **kw) + torch.nn.functional.avg_pool2d(x, **kw)
 
     assert_parity(TwoPools(**kw), fn, images)
+
+
+class ReluThenPools(nn.Module):
+    """ReLU then a max pool, and with ``also_avg`` an average pool of the same ReLU output too
+    (two readers: the ReLU must stay its own op)."""
+
+    def __init__(self, also_avg=False, **kw):
+        super().__init__()
+        self.kw, self.also_avg = kw, also_avg
+
+    def forward(self, x):
+        r = F.relu(x)
+        y = F.max_pool2d(r, **self.kw)
+        return y + F.avg_pool2d(r, **self.kw) if self.also_avg else y
+
+
+@pytest.mark.parametrize("side", [8, 7])
+@pytest.mark.parametrize(("kw", "also_avg"), [
+    (dict(kernel_size=2), False), (dict(kernel_size=3, stride=2, padding=1), False),
+    (dict(kernel_size=2, stride=1, dilation=2), False), (dict(kernel_size=2), True),
+], ids=["2x2", "3x3", "dilated", "two-readers"])
+def test_relu_before_a_max_pool_is_folded_into_it_with_torch_values_and_gradients(
+        side, kw, also_avg):
+    """The program folds a ReLU read only by a max pool into the pool (nnjit.engine.fusion):
+    one op fewer, the same values and gradients as torch's ReLU then pool, on images of
+    integers (ties, exact zeros and windows of negatives only take every branch)."""
+    torch = import_torch()
+    images = np.random.default_rng(side).integers(-3, 3, (3, 2, side, side)).astype(np.float64)
+    model = ReluThenPools(also_avg, **kw)
+
+    def fn(x):
+        r = torch.relu(x)
+        y = torch.nn.functional.max_pool2d(r, **kw)
+        return y + torch.nn.functional.avg_pool2d(r, **kw) if also_avg else y
+
+    probe = ImageProbe(images, model)
+    trainer = nn.Trainer(probe, nn.SGD(lr=0.1), nn.MSELoss(), dtype=DTYPE, seed=0)
+    trainer.predict_outputs(np.zeros((3, 1)))
+    names = [op_name(int(code)) for code in trainer.program.records[:, 0]]
+    assert ("relu" in names) == also_avg, names
+    assert_parity(model, fn, images)
 
 
 def test_functional_forms_record_the_same_ops_as_the_layers():
