@@ -216,6 +216,50 @@ def avgpool2d_backward(dy, dx, planes, H, W, OH, OW, kh, kw, sh, sw, ph, pw, cou
                         dx[row + w] += g
 
 
+@jit
+def maxpool2x2_backward(dy, argmax, dx, planes, H, W, OH, OW, accumulate):
+    """:func:`maxpool2d_backward` for the windows of :func:`maxpool2x2_forward`: each window's
+    four input positions are written in one pass (dy at its argmax, 0 elsewhere, or added when
+    ``accumulate``), with no pass zeroing the whole input gradient first; rows and columns no
+    window covers (an odd side) are zeroed (or left, when accumulating)."""
+    zero = dx.dtype.type(0.0)
+    one = dx.dtype.type(1.0)
+    below = dx.dtype.type(W)
+    below_right = dx.dtype.type(W + 1)
+    for p in range(planes):
+        for oh in range(OH):
+            r = 2 * oh * W
+            top = view1d(dx, p * H * W + r, 2 * OW)
+            bottom = view1d(dx, p * H * W + r + W, 2 * OW)
+            gv = view1d(dy, (p * OH + oh) * OW, OW)
+            av = view1d(argmax, (p * OH + oh) * OW, OW)
+            row = dx.dtype.type(r)
+            for ow in range(OW):
+                at = av[ow] - (row + dx.dtype.type(2 * ow))  # 0, 1, W, W+1, or < 0: none
+                g = gv[ow]
+                a = g if at == zero else zero
+                b = g if at == one else zero
+                c = g if at == below else zero
+                d = g if at == below_right else zero
+                if accumulate:
+                    top[2 * ow] += a
+                    top[2 * ow + 1] += b
+                    bottom[2 * ow] += c
+                    bottom[2 * ow + 1] += d
+                else:
+                    top[2 * ow] = a
+                    top[2 * ow + 1] = b
+                    bottom[2 * ow] = c
+                    bottom[2 * ow + 1] = d
+            if not accumulate:
+                for q in range(2 * OW, W):
+                    dx[p * H * W + r + q] = zero
+                    dx[p * H * W + r + W + q] = zero
+        if not accumulate:
+            for k in range(2 * OH * W, H * W):
+                dx[p * H * W + k] = zero
+
+
 @jit(inline="always")
 def is_plain_2x2(H, W, OH, OW, kh, kw, sh, sw, ph, pw):
     """2x2 windows at stride 2 without padding, all inside the image (no ceil_mode window)."""

@@ -298,6 +298,7 @@ SPECS = (
 
 # -- compiled ----------------------------------------------------------------------------------
 _max_f, _max_b = inlined(kp.maxpool2d_forward), inlined(kp.maxpool2d_backward)
+_max2x2_b = inlined(kp.maxpool2x2_backward)
 _avg_f, _avg_b = inlined(kp.avgpool2d_forward), inlined(kp.avgpool2d_backward)
 _adaptive_f, _adaptive_b = (inlined(kp.adaptive_avgpool2d_forward),
                             inlined(kp.adaptive_avgpool2d_backward))
@@ -346,8 +347,14 @@ def pooling_backward(op, i, rows, records, slots, hyper, values, grads):
     dy = slot_flat(grads, slots, records[i, R_OUT], rows)
     planes = dx.shape[0] // (h * w)
     if op == _MAXPOOL2D:
-        _max_b(dy, slot_flat(values, slots, records[i, R_IN1], rows), dx, planes, h * w,
-               oh * ow, acc)
+        argmax = slot_flat(values, slots, records[i, R_IN1], rows)
+        if (kp.is_plain_2x2(h, w, oh, ow, int(hyper[g + G_KH]), int(hyper[g + G_KW]),
+                            int(hyper[g + G_SH]), int(hyper[g + G_SW]), int(hyper[g + G_PH]),
+                            int(hyper[g + G_PW]))
+                and hyper[g + G_DH] == 1 and hyper[g + G_DW] == 1):
+            _max2x2_b(dy, argmax, dx, planes, h, w, oh, ow, acc)
+        else:
+            _max_b(dy, argmax, dx, planes, h * w, oh * ow, acc)
     elif op == _AVGPOOL2D:
         _avg_b(dy, dx, planes, h, w, oh, ow, int(hyper[g + G_KH]), int(hyper[g + G_KW]),
                int(hyper[g + G_SH]), int(hyper[g + G_SW]), int(hyper[g + G_PH]),
