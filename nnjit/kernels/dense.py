@@ -4,7 +4,7 @@ Matrix products go through ``np.dot(a, b, out)`` (BLAS, no Python dispatch, no a
 use PyTorch's ``(out_features, in_features)`` layout, so the products use ``.T`` views, which BLAS
 handles without a copy.
 
-The forward product has three implementations; :func:`forward_strategy` picks one from the shape
+The forward product has four implementations; :func:`forward_strategy` picks one from the shape
 ``B x I x O`` and from which OpenBLAS kernels run (measured grids of B 8-256, I 16-4096, O 3-256,
 1 thread, float32, on the project's Zen 5 machine):
 
@@ -13,6 +13,9 @@ The forward product has three implementations; :func:`forward_strategy` picks on
   1.2-2x faster this way round for small batches and wide layers (us, AVX2 / AVX-512 kernels:
   32x4096x128 411 -> 325 / 322 -> 214, 16x784x256 100 -> 61, 32x64x128 6.6 -> 5.8 /
   4.4 -> 3.8).
+* **Register-blocked dot products** (:mod:`nnjit.kernels.dense_vector`, AVX-512 hosts only: on
+  AVX2 its 16 vector accumulators would not fit the registers) for inner dimensions of 256 or
+  more and batches of at most 128 rows: 1.1-2.2x OpenBLAS's best orientation there.
 * **A register-blocked loop** that keeps a 2x2 block of outputs in registers and vectorises over
   the contiguous inner dimension of ``x`` and ``w``. Against OpenBLAS's AVX2 ("Haswell") kernels
   it wins for narrow outputs and small layers (16x64x10 0.35 vs 0.61, 32x128x10 1.0 vs 1.8,
@@ -27,6 +30,8 @@ The backward products keep BLAS (the same loops lost there).
 import numpy as np
 
 from nnjit.kernels._jit import jit
+from nnjit.kernels.dense_vector import dot_forward
+from nnjit.kernels.simd import VECTOR_BYTES
 from nnjit.kernels.views import view2d
 
 
@@ -42,14 +47,21 @@ SMALL_MAX_WEIGHT = 131072
 # The transposed product ``y.T = w @ x.T`` (into scratch, then copied) is for batches of at most
 # TRANSPOSED_MAX_ROWS rows: the program sizes its scratch for it only then.
 TRANSPOSED_MAX_ROWS = 64
-FORWARD_LOOP, FORWARD_BLAS, FORWARD_TRANSPOSED = 0, 1, 2
+# AVX-512: the register-blocked dot products of nnjit.kernels.dense_vector for inner dimensions
+# of at least DOT_MIN_INNER (a multiple of the lanes) and batches of at most DOT_MAX_ROWS rows
+DOT_MIN_INNER = 256
+DOT_MAX_ROWS = 128
+FORWARD_LOOP, FORWARD_BLAS, FORWARD_TRANSPOSED, FORWARD_DOT = 0, 1, 2, 3
 
 
 @jit(inline="always")
-def forward_strategy(rows, inner, cols, mode):
-    """FORWARD_LOOP, FORWARD_BLAS or FORWARD_TRANSPOSED for a (rows x inner) @ (inner x cols)
-    product under BLAS kernel ``mode`` (measured; see the module doc)."""
+def forward_strategy(rows, inner, cols, mode, lanes):
+    """FORWARD_LOOP, FORWARD_BLAS, FORWARD_TRANSPOSED or FORWARD_DOT for a (rows x inner) @
+    (inner x cols) product under BLAS kernel ``mode``, ``lanes`` elements per 64-byte vector
+    (measured; see the module doc)."""
     if mode == MODE_AVX512:
+        if inner >= DOT_MIN_INNER and inner % lanes == 0 and rows <= DOT_MAX_ROWS:
+            return FORWARD_DOT
         if inner >= SMALL_MIN_INNER and cols <= 10 and (rows >= 128 or inner >= 4096
                                                        or inner <= 16):
             return FORWARD_LOOP
@@ -76,7 +88,7 @@ def dense_forward(x, w, b, y, has_bias, mode, scratch):
     """
     rows, inner = x.shape
     cols = y.shape[1]
-    strategy = forward_strategy(rows, inner, cols, mode)
+    strategy = forward_strategy(rows, inner, cols, mode, VECTOR_BYTES // x.itemsize)
     if strategy == FORWARD_TRANSPOSED and scratch.shape[0] >= rows * cols:
         # OpenBLAS runs w (O, I) @ x.T (I, B) 1.2-2x faster than x @ w.T when B is small (its
         # kernels block over the long dimension); the (O, B) result is copied back transposed,
@@ -115,6 +127,8 @@ def dense_forward(x, w, b, y, has_bias, mode, scratch):
                 y[r, c1] = a01
                 y[r1, c] = a10
                 y[r1, c1] = a11
+    elif strategy == FORWARD_DOT:
+        dot_forward(x, w, y)
     else:
         np.dot(x, w.T, y)
     if has_bias:

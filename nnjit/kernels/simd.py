@@ -151,3 +151,24 @@ def add(typingctx, a, b):
 
     return a(a, b), codegen
 
+
+
+@intrinsic
+def total(typingctx, a):
+    """The sum of the lanes of ``a`` (halves added pairwise: a fixed order, no fast-math)."""
+    if not isinstance(a, Vector):
+        return None
+
+    def codegen(context, builder, sig, args):
+        v = args[0]
+        n = a.lanes
+        while n > 1:
+            n //= 2
+            lo = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), n),
+                                                          list(range(n))))
+            hi = builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(ir.IntType(32), n),
+                                                          list(range(n, 2 * n))))
+            v = builder.fadd(lo, hi)
+        return builder.extract_element(v, ir.Constant(ir.IntType(32), 0))
+
+    return a.dtype(a), codegen

@@ -1,5 +1,6 @@
-"""Tests for nnjit.kernels.dense: the three forward paths (BLAS, transposed BLAS, the
-register-blocked loop) under both BLAS modes, and the backward products."""
+"""Tests for nnjit.kernels.dense: the four forward paths (BLAS, transposed BLAS, the
+register-blocked loop, the register-blocked dot products of nnjit.kernels.dense_vector) under
+both BLAS modes, and the backward products."""
 
 import numpy as np
 import pytest
@@ -20,8 +21,8 @@ def _case(rows, inner, cols, dtype, seed=0):
 MODES = (kd.MODE_AVX2, kd.MODE_AVX512)
 
 
-def _strategy(rows, inner, cols, mode):
-    return kd.forward_strategy(rows, inner, cols, mode)
+def _strategy(rows, inner, cols, mode, lanes=16):
+    return kd.forward_strategy(rows, inner, cols, mode, lanes)
 
 
 def _forward(x, w, b, y, has_bias, mode, scratch=None):
@@ -36,6 +37,7 @@ def _forward(x, w, b, y, has_bias, mode, scratch=None):
     (16, 16, 3), (15, 16, 3), (16, 17, 5), (1, 8, 1), (2, 8, 2), (3, 9, 41),  # around the rule
     (32, 128, 10), (130, 128, 40), (33, 64, 128), (32, 64, 128), (31, 65, 63), (32, 4096, 41),
     (17, 2100, 70), (45, 1030, 129), (1, 4096, 128), (2, 2100, 64),  # transposed in both modes
+    (32, 4096, 128), (5, 256, 7), (1, 256, 1), (128, 272, 3), (33, 400, 130),  # AVX-512: dot
 ])
 @pytest.mark.parametrize("mode", MODES)
 def test_dense_forward_matches_numpy(shape, dtype, mode):
@@ -52,13 +54,26 @@ def test_dense_forward_matches_numpy(shape, dtype, mode):
 
 
 def test_every_path_is_exercised():
-    L, B, T = kd.FORWARD_LOOP, kd.FORWARD_BLAS, kd.FORWARD_TRANSPOSED
+    L, B, T, D = kd.FORWARD_LOOP, kd.FORWARD_BLAS, kd.FORWARD_TRANSPOSED, kd.FORWARD_DOT
     avx2 = [_strategy(*s, kd.MODE_AVX2) for s in [(16, 16, 3), (130, 128, 10), (32, 64, 128),
                                                   (16, 4, 16), (32, 4096, 128), (128, 784, 256)]]
     assert avx2 == [L, L, L, B, T, B]
     avx512 = [_strategy(*s, kd.MODE_AVX512) for s in [(16, 16, 3), (144, 128, 10), (32, 64, 128),
-                                                      (16, 64, 64), (45, 4096, 128), (32, 128, 10)]]
-    assert avx512 == [L, L, T, B, T, B]
+                                                      (16, 64, 64), (45, 4100, 128), (32, 128, 10),
+                                                      (45, 4096, 128), (128, 256, 3),
+                                                      (129, 4096, 128)]]
+    assert avx512 == [L, L, T, B, T, B, D, D, B]
+    # float64 vectors hold 8 lanes: 264 columns are whole vectors of them, not of 16 float32
+    assert _strategy(8, 264, 8, kd.MODE_AVX512, lanes=8) == D
+    assert _strategy(8, 264, 8, kd.MODE_AVX512, lanes=16) != D
+
+
+def test_dot_products_refuse_a_partial_vector():
+    from nnjit.kernels.dense_vector import dot_forward
+
+    x, w, _ = _case(4, 250, 4, np.float32)
+    with pytest.raises(ValueError, match="multiple of the lanes"):
+        dot_forward(x, w, np.empty((4, 4), np.float32))
 
 
 def test_transposed_path_needs_enough_scratch():

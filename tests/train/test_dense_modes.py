@@ -24,10 +24,10 @@ def _fit(mode: int, dtype) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_both_modes_train_the_same_model(dtype):
-    assert kd.forward_strategy(32, 1100, 128, kd.MODE_AVX2) == kd.FORWARD_TRANSPOSED
-    assert kd.forward_strategy(32, 1100, 128, kd.MODE_AVX512) == kd.FORWARD_TRANSPOSED
-    assert kd.forward_strategy(32, 128, 3, kd.MODE_AVX2) == kd.FORWARD_LOOP
-    assert kd.forward_strategy(32, 128, 3, kd.MODE_AVX512) == kd.FORWARD_BLAS
+    assert kd.forward_strategy(32, 1100, 128, kd.MODE_AVX2, 16) == kd.FORWARD_TRANSPOSED
+    assert kd.forward_strategy(32, 1100, 128, kd.MODE_AVX512, 16) == kd.FORWARD_TRANSPOSED
+    assert kd.forward_strategy(32, 128, 3, kd.MODE_AVX2, 16) == kd.FORWARD_LOOP
+    assert kd.forward_strategy(32, 128, 3, kd.MODE_AVX512, 16) == kd.FORWARD_BLAS
     out0, w0 = _fit(kd.MODE_AVX2, dtype)
     out1, w1 = _fit(kd.MODE_AVX512, dtype)
     tol = 1e-4 if dtype == np.float32 else 1e-10
