@@ -91,9 +91,10 @@ LABELS = {
 # Digits 64-64-10 per-epoch comparison (the targets table's row; the core benchmark's workload).
 D64 = dict(hidden=64, batch=16, lr=0.001, seed=42)
 
-# The issue's targets.
-SAME_WORK_TARGET = {"Iris": 50.0, "Digits": 12.0, "Olivetti": 3.5}
-OWN_RULE_TARGET = {"Iris": 16.4, "Digits": 6.0}
+# The issues' targets (Digits and Olivetti: issue 22's; the own rule's 4.3x on Olivetti is the
+# inspiring engine's claim).
+SAME_WORK_TARGET = {"Iris": 50.0, "Digits": 15.0, "Olivetti": 5.0}
+OWN_RULE_TARGET = {"Iris": 16.4, "Digits": 6.0, "Olivetti": 4.3}
 OLIVETTI_ACC_POINTS = 1.5
 
 
@@ -571,13 +572,6 @@ def evaluate_targets(res: dict, beside=None) -> list[dict]:
             add(f"seed table, own rule, Olivetti accuracy (mean of {n} seeds)",
                 f"within {OLIVETTI_ACC_POINTS:g} points of sklearn", f"{a:.4f} vs {b:.4f}",
                 a >= b - OLIVETTI_ACC_POINTS / 100, f"difference {100 * (a - b):+.2f} points")
-            e = orig(ds)
-            if e:
-                c = e["contenders"][OWN]
-                add("seed table, own rule, Olivetti time (seed 44)", "report (no target)",
-                    f"{fmt_time(c['fit_s']['median'])}, {fmt_ratio(c['speedup_vs_sklearn'])}",
-                    None, f"{fmt_num(c['epochs']['median'])} epochs vs sklearn "
-                          f"{e['sklearn_epochs']}")
         else:
             add(f"seed table, own rule, {ds} accuracy (mean of {n} seeds)", ">= sklearn's",
                 f"{a:.4f} vs {b:.4f}", a >= b, f"difference {100 * (a - b):+.2f} points")
