@@ -11,10 +11,17 @@ import math
 from nnjit.kernels._jit import jit
 
 
+@jit(inline="always")
+def _rectified(v, relu):
+    """``v``, or ReLU(v) when ``relu`` (a ReLU folded into the batch norm; NaN stays NaN)."""
+    return 0.0 if relu and v <= 0.0 else v
+
+
 @jit
-def batch_norm_train_forward(x, y, w, b, has_w, has_b, rows, C, L, eps, save):
+def batch_norm_train_forward(x, y, w, b, has_w, has_b, rows, C, L, eps, save, relu):
     """Normalise with the batch's statistics: ``save[c]`` = mean, ``save[C + c]`` = 1/std and
-    ``save[2C + c]`` = the biased variance, kept for the backward and the running statistics."""
+    ``save[2C + c]`` = the biased variance, kept for the backward and the running statistics.
+    ``relu``: a ReLU follows, applied as the values are written (:mod:`nnjit.engine.fusion`)."""
     n = rows * L
     CL = C * L
     for c in range(C):
@@ -39,7 +46,7 @@ def batch_norm_train_forward(x, y, w, b, has_w, has_b, rows, C, L, eps, save):
         for r in range(rows):
             base = r * CL + c * L
             for j in range(L):
-                y[base + j] = x[base + j] * scale + shift
+                y[base + j] = _rectified(x[base + j] * scale + shift, relu)
 
 
 @jit
@@ -57,8 +64,8 @@ def batch_norm_update_running(save, rows, C, L, factor, running_mean, running_va
 
 @jit
 def batch_norm_eval_forward(x, y, w, b, has_w, has_b, rows, C, L, eps, running_mean,
-                            running_var):
-    """Normalise with the running statistics (evaluation)."""
+                            running_var, relu):
+    """Normalise with the running statistics (evaluation); ``relu`` as in training."""
     CL = C * L
     for c in range(C):
         invstd = 1.0 / math.sqrt(running_var[c] + eps)
@@ -67,13 +74,15 @@ def batch_norm_eval_forward(x, y, w, b, has_w, has_b, rows, C, L, eps, running_m
         for r in range(rows):
             base = r * CL + c * L
             for j in range(L):
-                y[base + j] = x[base + j] * scale + shift
+                y[base + j] = _rectified(x[base + j] * scale + shift, relu)
 
 
 @jit
 def batch_norm_backward(x, dy, w, has_w, rows, C, L, save, dx, need_x, acc_x, dw, need_w, acc_w,
-                        db, need_b, acc_b):
-    """Gradients of the training forward (batch statistics, which depend on x)."""
+                        db, need_b, acc_b, y, relu):
+    """Gradients of the training forward (batch statistics, which depend on x). ``relu``: the
+    forward's ReLU is folded in, so ``dy`` (the ReLU's output gradient) counts only where its
+    output ``y`` is positive (PyTorch's ReLU derivative: 0 at 0)."""
     n = rows * L
     CL = C * L
     for c in range(C):
@@ -84,7 +93,7 @@ def batch_norm_backward(x, dy, w, has_w, rows, C, L, save, dx, need_x, acc_x, dw
         for r in range(rows):
             base = r * CL + c * L
             for j in range(L):
-                g = dy[base + j]
+                g = dy[base + j] if not relu or y[base + j] > 0.0 else 0.0
                 sum_dy += g
                 sum_dy_xhat += g * (x[base + j] - mean) * invstd
         if need_w:
@@ -98,7 +107,8 @@ def batch_norm_backward(x, dy, w, has_w, rows, C, L, save, dx, need_x, acc_x, dw
                 base = r * CL + c * L
                 for j in range(L):
                     xhat = (x[base + j] - mean) * invstd
-                    g = k * (n * dy[base + j] - mean_dy - xhat * sum_dy_xhat)
+                    d = dy[base + j] if not relu or y[base + j] > 0.0 else 0.0
+                    g = k * (n * d - mean_dy - xhat * sum_dy_xhat)
                     dx[base + j] = dx[base + j] + g if acc_x else g
 
 

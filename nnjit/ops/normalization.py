@@ -55,7 +55,7 @@ _LAYER_NORM = FIRST_OPCODE + 1
 
 # BATCH_NORM's block, field by field (offsets from its first index)
 (BN_C, BN_L, BN_EPS, BN_MOMENTUM, BN_CUMULATIVE, BN_RUNNING_MEAN, BN_RUNNING_VAR, BN_COUNT,
- BN_SAVED) = range(9)
+ BN_SAVED, BN_RELU) = range(10)
 # LAYER_NORM's block
 LN_D, LN_EPS = range(2)
 
@@ -104,7 +104,7 @@ def _record_batch_norm(x, weight, bias, C, L, eps, momentum, running_mean, runni
         return -1 if t is None else t.slot
 
     block = (C, L, eps, 0.0 if momentum is None else momentum, 1.0 if momentum is None else 0.0,
-             slot(running_mean), slot(running_var), slot(num_batches_tracked), saved.slot)
+             slot(running_mean), slot(running_var), slot(num_batches_tracked), saved.slot, 0.0)
     return tape.record(OPCODE_OF["BATCH_NORM"], [x, weight, bias], x.rows, x.cols, block=block,
                        out_dims=x.dims)
 
@@ -187,7 +187,8 @@ SPECS = (
            _batch_norm_op, hyper=("L", "eps"), sample_hyper={"L": 1, "eps": 1e-5},
            grad_inputs=(0, 1, 2), sample_inputs=_sample_batch_norm,
            aux={"aux0": "block: C, L, eps, momentum, cumulative, running_mean slot, "
-                        "running_var slot, num_batches_tracked slot, saved-statistics slot"}),
+                        "running_var slot, num_batches_tracked slot, saved-statistics slot, "
+                        "relu (1: the ReLU after it folded in, nnjit.engine.fusion)"}),
     OpSpec("LAYER_NORM", 3, "(B,G*D),(D)?,(D)?->(B,G*D)", _layer_norm_reference,
            _layer_norm_op, hyper=("D", "eps"), sample_hyper={"D": 1, "eps": 1e-5},
            grad_inputs=(0, 1, 2), sample_inputs=_sample_layer_norm,
@@ -222,7 +223,7 @@ def forward(op, i, ctx):
             if training or rm_slot < 0:
                 saved = slot_flat(values, slots, int(hyper[h + BN_SAVED]), rows)
                 kn.batch_norm_train_forward(x, y, w, b, ws >= 0, bs >= 0, n_rows, C, L, eps,
-                                            saved)
+                                            saved, hyper[h + BN_RELU] != 0)
                 if training and rm_slot >= 0:
                     factor = hyper[h + BN_MOMENTUM]
                     count_slot = int(hyper[h + BN_COUNT])
@@ -238,7 +239,8 @@ def forward(op, i, ctx):
                 kn.batch_norm_eval_forward(
                     x, y, w, b, ws >= 0, bs >= 0, n_rows, C, L, eps,
                     slot_flat(values, slots, rm_slot, rows),
-                    slot_flat(values, slots, int(hyper[h + BN_RUNNING_VAR]), rows))
+                    slot_flat(values, slots, int(hyper[h + BN_RUNNING_VAR]), rows),
+                    hyper[h + BN_RELU] != 0)
         else:
             D = int(hyper[h + LN_D])
             kn.layer_norm_forward(x, y, w, b, ws >= 0, bs >= 0, x.size // D, D,
@@ -276,7 +278,8 @@ def backward(op, i, ctx):
                 x, dy, w, ws >= 0, x.size // (C * L), C, L,
                 slot_flat(values, slots, int(hyper[h + BN_SAVED]), rows),
                 dx, (f & _NEED_A) != 0, (f & _ACC_A) != 0, dw, need_w, (f & _ACC_B) != 0,
-                db, need_b, (f & _ACC_C) != 0)
+                db, need_b, (f & _ACC_C) != 0,
+                slot_flat(values, slots, records[i, R_OUT], rows), hyper[h + BN_RELU] != 0)
         else:
             D = int(hyper[h + LN_D])
             kn.layer_norm_backward(

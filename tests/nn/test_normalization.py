@@ -1,5 +1,7 @@
 """BatchNorm1d, BatchNorm2d and LayerNorm against PyTorch (float64, same weights), their running
-statistics, train/eval semantics across fit/evaluate/predict/gradients, and their errors.
+statistics, train/eval semantics across fit/evaluate/predict/gradients, and their errors. The
+nets put a ReLU after the norm: a batch norm's program folds it in (nnjit.engine.fusion), so
+the parity covers the folded forward, backward and evaluation too.
 
 Op-level checks (training-mode forward against a float64 NumPy reference, gradients against
 finite differences) are the registry's: tests/ops/test_op_gradients.py. Every trainer here is
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 
 import nnjit as nn
+from nnjit.tape.tape import op_name
 from nnjit.train.callbacks import Callback
 
 torch = pytest.importorskip("torch")
@@ -125,6 +128,9 @@ def test_forward_gradients_training_and_evaluation_match_torch(name):
     loss_fn = torch.nn.CrossEntropyLoss()
 
     grads = trainer.gradients(X, y)  # training mode: batch statistics (and a stats update)
+    # a batch norm takes in the ReLU after it (nnjit.engine.fusion); a layer norm does not
+    ops = [op_name(code) for code in trainer.program.records[:, 0]]
+    assert ("relu" in ops) == kind.startswith("ln"), ops
     theirs.train()
     theirs.zero_grad()
     loss = loss_fn(theirs(torch.from_numpy(X)), torch.from_numpy(y))
