@@ -205,6 +205,12 @@ def test_unpacking_and_frozen(iris):
     assert X is iris.X and y is iris.y
     X2, y2 = load_digits()
     assert X2.shape == (1797, 64) and y2.shape == (1797,)
+    # it reads as the pair (X, y), as scikit-learn's return_X_y tuples do (issue 25, item 8)
+    digits = load_digits()
+    assert len(digits) == 2 and digits[0] is digits.X and digits[1] is digits.y
+    assert digits[-1] is digits.y
+    with pytest.raises(IndexError):
+        digits[2]
     with pytest.raises(dataclasses.FrozenInstanceError):
         iris.X = None  # type: ignore[misc]
     assert "iris" in repr(iris) and "(150, 4)" in repr(iris)

@@ -28,7 +28,9 @@ class Dataset:
         Shape, source, licence and citation.
 
     The dataclass is frozen (the attributes cannot be rebound) but the arrays are ordinary
-    writeable arrays owned by the caller. ``X, y = dataset`` unpacks the two arrays.
+    writeable arrays owned by the caller. It reads as the pair ``(X, y)``, like scikit-learn's
+    ``return_X_y=True`` tuples: ``X, y = dataset``, ``dataset[0]`` is ``X``, ``dataset[1]`` is
+    ``y`` and ``len(dataset)`` is 2.
     """
 
     X: np.ndarray
@@ -41,6 +43,13 @@ class Dataset:
     def __iter__(self) -> Iterator[np.ndarray]:
         yield self.X
         yield self.y
+
+    def __len__(self) -> int:
+        return 2  # (X, y): the pair it unpacks as, not the number of samples (n_samples)
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        """``(X, y)[index]``: ``dataset[0]`` is X, ``dataset[1]`` (or ``[-1]``) is y."""
+        return (self.X, self.y)[index]
 
     @property
     def n_samples(self) -> int:
