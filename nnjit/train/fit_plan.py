@@ -108,7 +108,9 @@ class FitPlan:
         if callbacks and (verbose == 1 or verbose is True):
             from nnjit.train.progress import ProgressBar
 
-            callbacks.append(ProgressBar())  # a bar (terminal, notebook) or a line now and then
+            # a bar (terminal, notebook) or a line now and then; the user's own, if given, is it
+            if not any(isinstance(c, ProgressBar) for c in callbacks):
+                callbacks.append(ProgressBar())
         callbacks = CallbackList(callbacks) if callbacks else _NO_CALLBACKS
         if scheduler is not None:
             if not isinstance(scheduler, Scheduler):

@@ -52,16 +52,23 @@ def batch_history(log: np.ndarray, state: RunState, classification: bool) -> pd.
 
 
 def show_rows(bar, history: np.ndarray, state: RunState, shown: int,
-              classification: bool) -> int:
+              classification: bool, final: bool = False) -> int:
     """Feed the history rows the compiled loop finished since ``shown`` to the progress bar;
-    returns the rows shown so far."""
+    returns the rows shown so far. ``final``: the fit is over (no time-left estimate)."""
     done = int(state.epoch)  # rows below it are complete (the row is written first)
-    if bar.active and done > shown:  # one bar update per poll, with the latest row
-        logs = dict(zip(fields.HISTORY_COLUMNS, history[done - 1].tolist()))
-        if not classification:
-            logs["train_accuracy"] = logs["val_accuracy"] = float("nan")
-        bar.advance(done - shown, logs)
+    if bar.active and done > shown:  # one bar update per poll, with the latest row ...
+        if not bar.advanced and done - shown > 1:  # ... after the first epoch's own, once
+            bar.advance(1, _row_logs(history, shown, classification), final)
+            shown += 1
+        bar.advance(done - shown, _row_logs(history, done - 1, classification), final)
     return max(done, shown)
+
+
+def _row_logs(history: np.ndarray, row: int, classification: bool) -> dict:
+    logs = dict(zip(fields.HISTORY_COLUMNS, history[row].tolist()))
+    if not classification:
+        logs["train_accuracy"] = logs["val_accuracy"] = float("nan")
+    return logs
 
 
 def epoch_line(row) -> str:

@@ -67,6 +67,7 @@ class ProgressBar(Callback):
         self.total, self.leave = total, leave
         self.style, self.interval = style, interval
         self.bar = None  # the tqdm bar or the line writer while training
+        self.advanced = False  # whether an epoch was shown since on_train_begin
 
     @staticmethod
     def default_enabled(stream=None) -> bool:
@@ -89,6 +90,7 @@ class ProgressBar(Callback):
         if not self.enabled:
             return
         logs = logs or {}
+        self.advanced = False
         total = self.total or logs.get("epochs")
         initial = logs.get("initial_epoch", 0)
         style = self.style
@@ -105,10 +107,12 @@ class ProgressBar(Callback):
     def on_epoch_end(self, trainer, epoch, logs):
         self.advance(1, logs)
 
-    def advance(self, epochs: int, logs: dict) -> None:
-        """Move the bar by ``epochs`` and show ``logs`` (the latest epoch's row)."""
+    def advance(self, epochs: int, logs: dict, final: bool = False) -> None:
+        """Move the bar by ``epochs`` and show ``logs`` (the latest epoch's row); ``final``: the
+        fit is already over (a line then estimates no time left)."""
         if self.bar is None or epochs <= 0:
             return
+        self.advanced = True
         post = {}
         for key, label in (("train_loss", "loss"), ("val_loss", "val_loss"),
                            ("val_accuracy", "val_acc"), ("train_accuracy", "acc")):
@@ -118,7 +122,10 @@ class ProgressBar(Callback):
         if not _is_missing(logs.get("lr")):
             post["lr"] = f"{float(logs['lr']):.3g}"
         self.bar.set_postfix(post, refresh=False)
-        self.bar.update(epochs)
+        if isinstance(self.bar, _Lines):
+            self.bar.update(epochs, final)
+        else:
+            self.bar.update(epochs)
 
     def on_train_end(self, trainer, logs=None):
         if self.bar is not None:
@@ -143,12 +150,12 @@ class _Lines:
     def set_postfix(self, post: dict, refresh: bool = False) -> None:
         self.post = post
 
-    def update(self, epochs: int) -> None:
+    def update(self, epochs: int, final: bool = False) -> None:
         self.n += epochs
         now = self.clock()
         if (self.last_n == self.initial or now - self.last_time >= self.interval
                 or self.n == self.total):
-            self._write(now)
+            self._write(now, final)
 
     def close(self) -> None:
         if self.n != self.last_n:

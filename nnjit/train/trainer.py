@@ -516,12 +516,12 @@ class Trainer(InferenceMethods, CheckpointMethods):
         shown = plan.initial_epoch
         state, classification = self._run_state, self.loss.is_classification
 
-        def poll():
+        def poll(final=False):
             nonlocal shown
-            shown = show_rows(bar, history, state, shown, classification)
+            shown = show_rows(bar, history, state, shown, classification, final)
 
         def finish():
-            poll()
+            poll(final=True)
             bar.on_train_end(self)
 
         return run_in_worker(run, stop, poll, finish)

@@ -175,6 +175,29 @@ def test_progress_bar_with_callbacks_is_a_callback(monkeypatch, capsys):
     assert "4/4" in capsys.readouterr().err
 
 
+def test_a_users_progress_bar_is_the_only_one(capsys):
+    """A ProgressBar among the callbacks of a verbose fit is the bar: each line once (issue 25,
+    item 2: docs/experiments.md's example printed every line twice)."""
+    X, y, _, _ = _digits()
+    _trainer().fit(nn.DataLoader(X, y, batch_size=64), epochs=4, verbose=1,
+                   callbacks=[ProgressBar(style="lines", interval=0.0)])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("epoch ")]
+    assert [line.split(":")[0] for line in lines] == [f"epoch {k}/4" for k in (1, 2, 3, 4)]
+
+
+def test_the_first_progress_line_is_the_first_epoch_and_a_finished_fit_says_no_time_left(
+        capsys):
+    """The main thread polls the compiled loop's history: a first poll finding several epochs
+    done shows the first epoch first, then the latest; lines written once the fit is over
+    estimate no time left (issue 25, item 5). The fit here ends before the first poll."""
+    X, y, _, _ = _digits()
+    _trainer().fit(nn.DataLoader(X, y, batch_size=64), epochs=30, verbose=1)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("epoch ")]
+    assert lines[0].startswith("epoch 1/30") and lines[-1].startswith("epoch 30/30"), err
+    assert not any("left" in line for line in lines), err
+
+
 # -- real SIGINTs to a process running a long fit -----------------------------------------------
 def _start_child(mode: str, rows: int):
     import os
