@@ -238,6 +238,7 @@ def test_report_html(tmp_path, capsys, monkeypatch):
     page = (tmp_path / "runs" / cfg.config_hash() / "report.html").read_text()
     assert page.count("plotly.js v") <= 2  # plotly.js inlined once (its banner)
     assert page.count("Plotly.newPlot") == 5 and "<table" in page and "val_loss" in page
+    assert "<th>accuracy</th>" in page and ">NaN<" not in page  # (empty cells: issue 25, 9)
     assert "src=\"https://cdn" not in page and len(page) > 1_000_000  # plotly.js inside
     assert main(["report", "../x"]) == 2
     assert "nnjit report: invalid run id" in capsys.readouterr().err

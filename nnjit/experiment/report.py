@@ -130,7 +130,8 @@ def _evaluation_figures(run: Run, data, class_names):
     report = classification_report(y_true, pred, target_names=names,
                                    labels=list(range(k)))
     tables = [f"<h2>Classification report: {label}</h2>"
-              + report.to_html(float_format=lambda v: f"{v:.3f}", classes="report")]
+              + report.to_html(float_format=lambda v: f"{v:.3f}", classes="report",
+                               na_rep="")]  # (the accuracy row has no precision or recall)
     rows = np.arange(len(y))
     if len(rows) > REPORT_TSNE_ROWS:
         rows = np.sort(np.random.default_rng(0).choice(len(y), REPORT_TSNE_ROWS, replace=False))
