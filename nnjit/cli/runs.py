@@ -85,20 +85,34 @@ def list_runs(root) -> int:
     for run in runs:
         try:
             hist = run.history()
-            best = hist["val_loss"].min() if len(hist) and hist["val_loss"].notna().any() \
-                else float("nan")
+            best = _best(run.config.train, hist)
         except (ValueError, KeyError, TypeError, OSError) as e:  # a damaged idps.csv
             warn("runs list", f"skipped {run.display}: cannot read its idps.csv: {_short(e)}")
             continue
         net = run.config.model.net
         shape = "-".join(map(str, (net.in_dim, *net.hidden_dims, net.out_dim)))
-        rows.append(f"{run.id:<14}{len(hist):>8}{best:>15.4g}  {net.kind.value} {shape}")
+        rows.append(f"{run.id:<14}{len(hist):>8}  {best:<32}{net.kind.value} {shape}")
     if not rows:
         print(f"no {'readable ' if runs or skipped else ''}runs in {root}")
         return 0
-    print(f"{'id':<14}{'epochs':>8}{'best val_loss':>15}  net")
+    print(f"{'id':<14}{'epochs':>8}  {'best (the monitored metric)':<32}net")
     print("\n".join(rows))
     return 0
+
+
+def _best(train, hist) -> str:
+    """``"val_accuracy 0.9412 @ 92"``: the run's monitored metric (its config's ``monitor``,
+    else val_loss with validation data, else train_loss) at its best epoch (highest for
+    accuracies or ``mode: max``, lowest otherwise), as the run's best checkpoint holds it."""
+    has_val = "val_loss" in hist and hist["val_loss"].notna().any()
+    monitor = train.monitor or ("val_loss" if has_val else "train_loss")
+    values = hist[monitor] if monitor in hist else None
+    if values is None or not values.notna().any():
+        return f"{monitor} -"
+    mode = train.mode if train.mode != "auto" else ("max" if "acc" in monitor else "min")
+    at = values.idxmax() if mode == "max" else values.idxmin()
+    epoch = int(hist["epoch"][at]) if "epoch" in hist else int(at) + 1
+    return f"{monitor} {values[at]:.4g} @ {epoch}"
 
 
 def _short(value) -> str:

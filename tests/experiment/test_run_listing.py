@@ -201,3 +201,25 @@ def test_train_refuses_a_billion_laughs_config_fast_with_one_short_line(tmp_path
                     "the alias *a: aliases (*name) are not allowed")
     assert len(proc.stderr) < 400 + len(str(config))
     assert not (tmp_path / "runs").exists()
+
+
+def test_runs_list_shows_the_monitored_metric_at_the_best_checkpoints_epoch(tmp_path, capsys,
+                                                                             monkeypatch):
+    """A run monitoring val_accuracy is listed with its best val_accuracy and the epoch of its
+    best checkpoint (issue 25, item 3: the listing showed the lowest val_loss of any epoch)."""
+    monkeypatch.chdir(tmp_path)
+    cfg = RunConfig(model=ModelConfig(net=NetConfig(in_dim=4, out_dim=3, hidden_dims=(8,))),
+                    train=TrainConfig(epochs=12, batch_size=16, patience=None,
+                                      monitor="val_accuracy", checkpoints=["best"]),
+                    data="iris")
+    (tmp_path / "run.yaml").write_text(cfg.to_yaml())
+    assert main(["train", "run.yaml", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["runs", "list"]) == 0
+    header, line = capsys.readouterr().out.splitlines()
+    run = Run.load(line.split()[0], tmp_path / "runs")
+    history = run.history()
+    best_epoch = run.checkpoint_epoch("best")
+    best = history.loc[history["epoch"] == best_epoch, "val_accuracy"].item()
+    assert "best (the monitored metric)" in header
+    assert f"val_accuracy {best:.4g} @ {best_epoch}" in line, (line, history)
