@@ -45,7 +45,7 @@ def cmd_runs(args) -> int:
     run = load_run(args.id, args.root)
     print(f"run {run.display}")
     print("config:")
-    print("  " + run.config.to_yaml().rstrip().replace("\n", "\n  "))
+    print("  " + run.config.to_yaml(full=True).rstrip().replace("\n", "\n  "))
     try:
         meta = run.metadata()
     except ValueError as e:  # RunFileError: the rest of the run can still be shown

@@ -40,14 +40,14 @@ def check_field(param: Param, where: str, value: Any) -> Any:
         raise ValueError(bounded_message(message, value)) from None
 
 
-def plain(value: Any) -> Any:
-    """A value as plain YAML/JSON data."""
+def plain(value: Any, full: bool = False) -> Any:
+    """A value as plain YAML/JSON data (a config's :meth:`Config.state`, ``full`` or not)."""
     if isinstance(value, Config):
-        return value.state()
+        return value.state(full)
     if isinstance(value, BuilderEnum):
         return value.value
     if isinstance(value, (tuple, list)):
-        return [plain(v) for v in value]
+        return [plain(v, full) for v in value]
     return value
 
 
@@ -93,15 +93,17 @@ class Config:
                              f"(use {type(self).__name__}.from_state to build from a mapping)")
 
     # -- serialisation ---------------------------------------------------------------------------
-    def state(self) -> dict[str, Any]:
-        """Plain, YAML-safe dict of the fields that differ from their defaults."""
+    def state(self, full: bool = False) -> dict[str, Any]:
+        """Plain, YAML-safe dict of the fields that differ from their defaults (what the
+        :meth:`config_hash` covers), or with ``full`` of every field, defaults included (what
+        a run folder records: everything that made the run)."""
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
             default = field_default(f)
-            if default is not MISSING and value == default:
+            if not full and default is not MISSING and value == default:
                 continue
-            out[f.name] = plain(value)
+            out[f.name] = plain(value, full)
         return out
 
     @classmethod
@@ -133,9 +135,10 @@ class Config:
                 kwargs[name] = sub.from_state(kwargs[name])
         return cls(**kwargs)
 
-    def to_yaml(self) -> str:
-        """:meth:`state` as YAML (``yaml.safe_dump``; fields in declaration order)."""
-        return yaml.safe_dump(self.state(), sort_keys=False, default_flow_style=None)
+    def to_yaml(self, full: bool = False) -> str:
+        """:meth:`state` (``full``: defaults included) as YAML (``yaml.safe_dump``; fields in
+        declaration order)."""
+        return yaml.safe_dump(self.state(full), sort_keys=False, default_flow_style=None)
 
     @classmethod
     def from_yaml(cls, text: str, name: str = "<config>"):

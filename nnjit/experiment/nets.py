@@ -197,6 +197,7 @@ class NetConfig(Config):
             if (tuple(value) if isinstance(value, list) else value) != default:
                 raise ValueError(f"NetConfig.{name} applies only to kind 'cnn' (this net is "
                                  f"{self.kind.value!r}), got {excerpt(value)}")
+            self._set(name, default)  # (a list read back from a full run.yaml: the default)
 
     def _check_cnn(self):
         """Validate and normalise the conv fields (kernel_size and padding: one per layer)."""

@@ -73,7 +73,7 @@ def write_report(run: Run, path=None, *, data=None, class_names=None) -> Path:
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
         f"<title>nnjit run {html.escape(run.id)}</title></head><body>"
         f"<h1>Run {html.escape(run.display)}</h1>"
-        f"<h2>Config</h2><pre>{html.escape(run.config.to_yaml())}</pre>"
+        f"<h2>Config</h2><pre>{html.escape(run.config.to_yaml(full=True))}</pre>"
         f"<h2>Metadata</h2><table>{meta}</table>"
         f"{''.join(parts) or '<h2>History</h2><p>no epochs yet</p>'}"
         f"{tables}"

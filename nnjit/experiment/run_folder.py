@@ -202,7 +202,7 @@ class Run:
         yaml_path = run.path / "run.yaml"
         (run.path / "checkpoints").mkdir(parents=True, exist_ok=True)
         if not yaml_path.exists():
-            atomic_write_text(yaml_path, config.to_yaml())
+            atomic_write_text(yaml_path, config.to_yaml(full=True))
         atomic_write_text(run.path / "metadata.yaml", meta_text)
         return run
 

@@ -92,6 +92,11 @@ def test_state_and_yaml_round_trips_are_exact(cfg):
     assert cls.from_yaml(text).to_yaml() == text
     assert yaml.safe_load(text) == state  # plain PyYAML reads what we write
     assert cls.from_state(state).config_hash() == cfg.config_hash()
+    # the full form (what a run folder records: every field, defaults included) reads back
+    # as the same config, with the same hash
+    full = cfg.to_yaml(full=True)
+    assert cls.from_yaml(full) == cfg and cls.from_yaml(full).config_hash() == cfg.config_hash()
+    assert set(yaml.safe_load(full)) == {f.name for f in dataclasses.fields(cfg)}
 
 
 def test_full_state_holds_only_non_defaults_with_enum_values():

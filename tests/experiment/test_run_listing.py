@@ -223,3 +223,14 @@ def test_runs_list_shows_the_monitored_metric_at_the_best_checkpoints_epoch(tmp_
     best = history.loc[history["epoch"] == best_epoch, "val_accuracy"].item()
     assert "best (the monitored metric)" in header
     assert f"val_accuracy {best:.4g} @ {best_epoch}" in line, (line, history)
+
+
+def test_run_yaml_says_every_value_that_made_the_run_defaults_included(tmp_path):
+    """run.yaml (and so runs show and the report's config section) holds the defaulted values
+    too: learning rate, epochs, batch size, ... (issue 25, item 16); the run id is unchanged."""
+    cfg = _config(8)
+    run = Run.create(cfg, tmp_path / "runs")
+    recorded = (run.path / "run.yaml").read_text()
+    for key in ("lr:", "epochs:", "batch_size:", "kind:", "seed:"):
+        assert key in recorded, recorded
+    assert RunConfig.from_yaml(recorded) == cfg and run.id == cfg.config_hash()
