@@ -83,14 +83,9 @@ def export_input(model: Module, input_shape, where: str) -> ExportInput:
             break
         if isinstance(m, Embedding):
             need = (f"the first layer, {name}, takes integer indices: pass "
-                    "input_shape=(None, K) for K indices per row (or (None,) for one)")
+                    "input_shape=(None, K) for K indices per row")
             break
     raise ValueError(f"{where}: {need}")
-
-
-def input_width(model: Module, input_shape, where: str) -> int:
-    """The number of input features (columns of a row) :func:`export_input` finds."""
-    return export_input(model, input_shape, where).spec.cols
 
 
 def _parse_shape(input_shape, where: str) -> tuple[int, ...]:

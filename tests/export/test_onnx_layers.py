@@ -335,6 +335,28 @@ def test_a_trained_gnn_round_trips_on_any_graph(tmp_path, name, dtype):
     assert_close(run_onnx(path, feeds), trainer.predict_outputs(other), dtype)
 
 
+def test_a_gnn_on_sparse_features_takes_them_dense(tmp_path):
+    """A model trained on bag-of-words features (nnjit's sparse first layer) exports with a
+    dense "x" input."""
+    import scipy.sparse as sp
+
+    from nnjit.data.graph import Graph
+    from nnjit.nn.gnn.net import GraphNet
+
+    dense = random_graph(20, 50, seed=3, features=12)
+    x = sp.random(20, 12, density=0.3, format="csr", random_state=0, dtype=np.float32)
+    graph = Graph.from_arrays(x, dense.edge_index, dense.y, train_mask=dense.train_mask)
+    for conv in (nn.GCNConv, nn.SAGEConv):
+        nn.set_seed(5)
+        model = GraphNet(conv, [12, 6, 3], nn.ReLU(), dropout=0.3)
+        trainer = nn.Trainer(model, nn.Adam(lr=0.02), nn.CrossEntropyLoss(), seed=0)
+        trainer.fit(graph, epochs=2, verbose=False)
+        model.save_onnx(tmp_path / "m.onnx")
+        feeds = {"x": x.toarray(), "edge_index": graph.edge_index}
+        assert_close(run_onnx(tmp_path / "m.onnx", feeds), trainer.predict_outputs(graph),
+                     np.float32)
+
+
 def test_a_gat_with_averaged_heads_exports(tmp_path):
     class Gat(nn.Module):
         def __init__(self):
