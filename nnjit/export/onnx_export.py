@@ -66,7 +66,9 @@ def save_onnx(model: Module, path, input_shape=None) -> None:
     """Write ``model`` as an ONNX file: input ``"input"`` of shape ``(batch, *dims)`` (dynamic
     batch; ``(batch, n_features)``, ``(batch, C, H, W)`` for images, int64 ``(batch, K)`` for a
     model whose input feeds an ``Embedding``), output ``"output"`` of shape
-    ``(batch, n_outputs)`` (the raw outputs, as ``Trainer.predict_outputs``).
+    ``(batch, n_outputs)`` (the raw outputs, as ``Trainer.predict_outputs``). A model with
+    several inputs (``forward(self, x_num, x_cat)``) takes one ONNX input per argument, named as
+    the arguments.
 
     A graph model (GCNConv, SAGEConv, GATConv) takes ``"x"`` ``(num_nodes, n_features)`` and
     ``"edge_index"`` int64 ``(2, num_edges)`` (row 0 the sources, row 1 the targets, as
@@ -81,8 +83,7 @@ def save_onnx(model: Module, path, input_shape=None) -> None:
 
     Raises:
         NotImplementedError: a Python op or another op without an ONNX form is on the path to
-            the output (the message names the layer and the op), or the model takes several
-            inputs.
+            the output (the message names the layer and the op).
         ValueError: ``input_shape`` is malformed or the model does not trace on it.
     """
     onnx = require("onnx", "save_onnx")
@@ -251,6 +252,20 @@ def refuse(trace: Trace, node, why: str) -> None:
         f"{why}")
 
 
+def input_names(model: Module, n: int) -> list[str]:
+    """``"input"`` for one input; for several, the names of ``forward``'s arguments
+    (``"x_num"``, ``"x_cat"``), else ``"input0"``, ``"input1"``, ..."""
+    if n == 1:
+        return [INPUT_NAME]
+    from nnjit.nn.trace import _forward_args
+
+    names = list(_forward_args(type(model))[0][:n])
+    reserved = {OUTPUT_NAME, GRAPH_X, GRAPH_EDGE_INDEX}
+    if len(set(names)) == n and not reserved & set(names):
+        return names
+    return [f"input{i}" for i in range(n)]
+
+
 def _opset(nodes) -> int:
     from nnjit.export.onnx_graph import NEEDS_MAX_SCATTER
 
@@ -274,10 +289,11 @@ def _build(onnx, trace: Trace, model: Module, dtype: np.dtype, inp: ExportInput)
         if op not in handlers:
             refuse(trace, node, f"which has no ONNX export; ONNX export supports {SUPPORTED}")
     b = GraphBuilder(onnx, trace, dtype, _opset(nodes))
-    if inp.graph:
-        b.set(trace.input.slot, GRAPH_X, inp.spec.dims)
-    else:
-        b.set(trace.input.slot, INPUT_NAME, inp.spec.dims if inp.spec.dims else ())
+    names = [GRAPH_X] if inp.graph else input_names(model, len(inp.specs))
+    tensors = trace.input if isinstance(trace.input, tuple) else (trace.input,)
+    for name, tensor, spec in zip(names, tensors, inp.specs):
+        b.used_names.add(name)
+        b.set(tensor.slot, name, spec.dims)
     for node in nodes:
         op, owner = Opcode(node.opcode), node.owner
         base = f"{owner}.{op.name.lower()}" if owner else op.name.lower()
@@ -405,8 +421,10 @@ def _finish(onnx, b: GraphBuilder, model: Module, inp: ExportInput):
                                                 [2, EDGES_DIM])]
         rows = NODES_DIM
     else:
-        kind = onnx.TensorProto.INT64 if trace.input.is_integer else elem
-        inputs = [helper.make_tensor_value_info(INPUT_NAME, kind, [BATCH_DIM, *inp.spec.dims])]
+        tensors = trace.input if isinstance(trace.input, tuple) else (trace.input,)
+        inputs = [helper.make_tensor_value_info(
+            name, onnx.TensorProto.INT64 if tensor.is_integer else elem, [BATCH_DIM, *spec.dims])
+            for name, tensor, spec in zip(input_names(model, len(tensors)), tensors, inp.specs)]
         rows = BATCH_DIM
     graph = helper.make_graph(
         b.nodes, type(model).__name__, inputs,

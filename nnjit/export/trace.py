@@ -33,12 +33,17 @@ SHAPE_FORMS = ("input_shape must be (batch, n_features), (batch, C, H, W) or ano
 
 @dataclass(frozen=True)
 class ExportInput:
-    """What the exported model takes: one input of row shape ``spec.dims`` (integers when
-    ``spec.integer``), or for a graph model (``graph``) node features of ``spec.dims[0]``
-    columns and an edge index."""
+    """What the exported model takes: inputs of row shapes ``specs[i].dims`` (integers where
+    ``specs[i].integer``), one per argument of ``forward``, or for a graph model (``graph``)
+    node features of ``specs[0].dims[0]`` columns and an edge index."""
 
-    spec: InputSpec
+    specs: tuple[InputSpec, ...]
     graph: bool = False
+
+    @property
+    def spec(self) -> InputSpec:
+        """The first (for most models the only) input."""
+        return self.specs[0]
 
 
 def is_graph_model(model: Module) -> bool:
@@ -47,24 +52,27 @@ def is_graph_model(model: Module) -> bool:
 
 
 def export_input(model: Module, input_shape, where: str) -> ExportInput:
-    """The input to trace ``model`` on: from ``input_shape`` (``n``, ``(n,)``, ``(batch, n)``,
-    ``(batch, C, H, W)``, ...; the batch entry may be None and is ignored, the exported batch is
-    dynamic), else the input the model's trainer compiled it for (images and integer inputs
-    included), else the first layer's: a ``Linear``'s ``in_features`` or a graph layer's
-    ``in_channels`` (a first ``Conv2d`` or ``Embedding`` needs ``input_shape``: the image size
-    or the number of indices per row is not in the layer)."""
+    """The inputs to trace ``model`` on: from ``input_shape`` (``n``, ``(n,)``, ``(batch, n)``,
+    ``(batch, C, H, W)``, ..., or a tuple of such shapes, one per input of ``forward``; the batch
+    entry may be None and is ignored, the exported batch is dynamic), else the inputs the
+    model's trainer compiled it for (images, integer and several inputs included), else the
+    first layer's: a ``Linear``'s ``in_features`` or a graph layer's ``in_channels`` (a first
+    ``Conv2d`` or ``Embedding`` needs ``input_shape``: the image size or the number of indices
+    per row is not in the layer)."""
     graph = is_graph_model(model)
     if input_shape is not None:
-        dims = _parse_shape(input_shape, where)
-        if graph and len(dims) != 1:
+        several = (isinstance(input_shape, (tuple, list)) and len(input_shape) > 0
+                   and all(isinstance(s, (tuple, list)) for s in input_shape))
+        shapes = input_shape if several else (input_shape,)
+        specs = tuple(InputSpec(_parse_shape(s, where)) for s in shapes)
+        if graph and (len(specs) != 1 or len(specs[0].dims) != 1):
             raise ValueError(f"{where}: {type(model).__name__} is a graph model: input_shape is "
                              f"(num_nodes, n_features) with num_nodes None, got {input_shape!r}")
-        return ExportInput(InputSpec(dims), graph)
+        return ExportInput(specs, graph)
     trainer = model.__dict__.get("_trainer")
     program = getattr(trainer, "program", None)
     if program is not None and not graph:
-        _refuse_inputs(model, program.input_specs, where)
-        return ExportInput(program.input_specs[0])
+        return ExportInput(tuple(program.input_specs))
     from nnjit.nn.conv import Conv2d
     from nnjit.nn.embedding import Embedding
     from nnjit.nn.linear import Linear
@@ -74,9 +82,9 @@ def export_input(model: Module, input_shape, where: str) -> ExportInput:
     for path, m in walk_modules(model):
         name = f"{type(m).__name__} '{path}'" if path else type(m).__name__
         if m.takes_edges:
-            return ExportInput(InputSpec((m.in_channels,)), True)
+            return ExportInput((InputSpec((m.in_channels,)),), True)
         if isinstance(m, Linear):
-            return ExportInput(InputSpec((m.in_features,)), graph)
+            return ExportInput((InputSpec((m.in_features,)),), graph)
         if isinstance(m, Conv2d):  # (the image size is not in the layer)
             need = (f"the first layer, {name}, takes images: pass "
                     f"input_shape=(None, {m.in_channels}, H, W)")
@@ -116,39 +124,35 @@ def trace_model(model: Module, inp: ExportInput | int, dtype, where: str) -> Tra
     float trace fails on its first op, an embedding refusing floats)."""
     if not isinstance(model, Module):
         raise TypeError(f"{where}: expected an nnjit Module, got {type(model).__name__}")
-    inp = inp if isinstance(inp, ExportInput) else ExportInput(InputSpec((int(inp),)))
+    inp = inp if isinstance(inp, ExportInput) else ExportInput((InputSpec((int(inp),)),))
     model._check_init()
-    spec = inp.spec
-    shown = "(None, " + ", ".join(map(str, spec.dims)) + ")" if spec.dims else "(None,)"
+    specs = inp.specs
+    shown = ", ".join("(None" + "".join(f", {d}" for d in s.dims) + ")" for s in specs)
     try:
         if inp.graph:
             from nnjit.graph.edges import GraphStructure
 
             structure = GraphStructure(TRACE_EDGES, TRACE_BATCH)
-            return trace(model, spec.cols, dtype=dtype, graph=structure, where=where)
+            return trace(model, specs[0].cols, dtype=dtype, graph=structure, where=where)
         try:
-            return trace(model, [spec], dtype=dtype, max_batch=TRACE_BATCH, where=where)
+            return trace(model, list(specs), dtype=dtype, max_batch=TRACE_BATCH, where=where)
         except TypeError as exc:
             from nnjit.nn.embedding import Embedding
 
             has_embedding = any(isinstance(m, Embedding) for _, m in walk_modules(model))
-            if spec.integer or not has_embedding or "integer" not in str(exc):
+            if any(s.integer for s in specs) or not has_embedding or "integer" not in str(exc):
                 raise
-            return trace(model, [InputSpec(spec.dims, True)], dtype=dtype,
+            if len(specs) > 1:  # (which inputs hold indices: the compiled trainer knows)
+                raise TypeError(f"{where}: {exc}; export traces several inputs as floats when "
+                                "given input_shape: run the model once on its arrays "
+                                "(model.predict((X_1, X_2, ...))) and export without "
+                                "input_shape") from None
+            return trace(model, [InputSpec(specs[0].dims, True)], dtype=dtype,
                          max_batch=TRACE_BATCH, where=where)
     except ForwardArityError as exc:
-        raise NotImplementedError(f"{exc}; export supports models with one input") from None
+        raise ValueError(f"{exc}; for export, pass input_shape with one shape per input: "
+                         "((None, n_1), (None, n_2), ...)") from None
     except ValueError as exc:
         raise ValueError(f"{where}: tracing {type(model).__name__} on inputs of shape {shown} "
                          f"failed ({exc}); if that is not the model's input, pass "
                          "input_shape=(None, n_features), or (None, C, H, W) for images") from exc
-
-
-def _refuse_inputs(model: Module, specs, where: str) -> None:
-    """Export writes one input (float, or integer indices): refuse a model laid out for
-    several, saying why."""
-    if len(specs) == 1:
-        return
-    shown = ", ".join(s.describe() for s in specs)
-    raise NotImplementedError(f"{where}: {type(model).__name__} takes {shown}; export supports "
-                              "models with one float input or one integer input")

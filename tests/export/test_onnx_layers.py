@@ -290,6 +290,34 @@ def test_an_uncompiled_embedding_model_traces_on_integers(tmp_path):
     assert_close(run_onnx(tmp_path / "m.onnx", {"input": X}), expected, np.float32)
 
 
+class NumAndCat(nn.Module):
+    """docs/layers.md's EmbeddingMLP: float features and integer categories, two inputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb0, self.emb1 = nn.Embedding(5, 3), nn.Embedding(4, 2)
+        self.fc = nn.Linear(3 + 3 + 2, 2)
+
+    def forward(self, x_num, x_cat):
+        return self.fc(F.cat([x_num, self.emb0(x_cat[:, 0]), self.emb1(x_cat[:, 1])]))
+
+
+def test_a_model_with_float_and_integer_inputs_exports_both(tmp_path):
+    X_num, X_cat = images((30, 3), np.float32), categories(30)
+    nn.set_seed(2)
+    model = NumAndCat()
+    with pytest.raises(TypeError, match=r"run the model once on its arrays"):
+        model.save_onnx(tmp_path / "m.onnx", input_shape=((None, 3), (None, 2)))
+    trainer = nn.Trainer(model, seed=0)
+    expected = trainer.predict_outputs((X_num, X_cat))
+    model.save_onnx(tmp_path / "m.onnx")
+    graph = onnx.load(str(tmp_path / "m.onnx")).graph
+    assert [(i.name, i.type.tensor_type.elem_type) for i in graph.input] == [
+        ("x_num", onnx.TensorProto.FLOAT), ("x_cat", onnx.TensorProto.INT64)]
+    assert_close(run_onnx(tmp_path / "m.onnx", {"x_num": X_num, "x_cat": X_cat}), expected,
+                 np.float32)
+
+
 # -- graph layers -------------------------------------------------------------------------------
 def random_graph(n: int, edges: int, seed: int, features=5):
     from nnjit.data.graph import Graph
