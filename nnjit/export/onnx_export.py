@@ -22,8 +22,12 @@ layer and the op.
 
 Opset 17 with IR version 8 (onnx 1.12, onnxruntime 1.12 and later, and the other runtimes of
 that generation); a graph model with a max aggregation or attention (``ScatterND`` with
-``reduction="max"``) is written with opset 18 (onnx 1.13, onnxruntime 1.14), the first that has
-it. A newer opset would only add a native ``Gelu`` (opset 20), the same formula.
+``reduction="max"``) is written with opset 18 (onnx 1.13), the first that has it (checked with
+onnxruntime 1.32). A newer opset would only add a native ``Gelu`` (opset 20), the same formula.
+
+Inputs: ``"input"`` for one, named as ``forward``'s arguments for several, ``"x"`` and
+``"edge_index"`` for a graph model (see :func:`save_onnx`); every value's per-row shape is
+tracked, so a ``Reshape`` appears only where an op needs other dims than its input has.
 
 float64 models: ONNX stores op attributes as float32 and onnxruntime has no float64 kernel for
 ``Elu``, ``Selu``, ``Softplus``, ``Erf``, ``Conv``, ``AveragePool`` or ``GlobalAveragePool``, so

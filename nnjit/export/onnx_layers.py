@@ -167,7 +167,12 @@ def batch_norm(b, node, base: str) -> None:
     blk = _block(b, node, nrm.BN_SAVED + 1)
     c, length, eps = int(blk[nrm.BN_C]), int(blk[nrm.BN_L]), float(blk[nrm.BN_EPS])
     mean_slot, var_slot = int(blk[nrm.BN_RUNNING_MEAN]), int(blk[nrm.BN_RUNNING_VAR])
-    x = b.shaped(node.inputs[0], (c, length))
+    dims = b.dims(node.inputs[0])  # (C, H, W) images stay as they are, other shapes (C, L)
+    if not (dims and dims[0] == c and int(np.prod(dims)) == c * length):
+        dims = (c, length)
+    x = b.shaped(node.inputs[0], dims)
+    channel = (c,) + (1,) * (len(dims) - 1)  # a per-channel value against x's row
+    spread = [0, *range(2, len(dims) + 1)]  # the axes a channel's statistics run over
     weight, bias = (s if len(node.inputs) > k and s >= 0 else -1
                     for k, s in ((1, node.inputs[1]), (2, node.inputs[2])))
     if mean_slot >= 0 and not b.double:
@@ -177,15 +182,16 @@ def batch_norm(b, node, base: str) -> None:
                                             b.fixed(var_slot, (c,))], base, epsilon=eps)
     else:
         if mean_slot >= 0:  # float64: eps as a float64 constant, not a float32 attribute
-            mean, var = b.fixed(mean_slot, (c, 1)), b.fixed(var_slot, (c, 1))
+            mean, var = b.fixed(mean_slot, channel), b.fixed(var_slot, channel)
         else:  # no running statistics: every batch normalises with its own, as in nnjit
-            mean = b.reduce("ReduceMean", x, [0, 2], base + ".mean")
+            mean = b.reduce("ReduceMean", x, spread, base + ".mean")
             centred = b.node("Sub", [x, mean], base + ".deviation")
             var = b.reduce("ReduceMean", b.node("Mul", [centred, centred], base + ".squares"),
-                           [0, 2], base + ".var")
-        out = _normalize(b, x, mean, var, eps, b.fixed(weight, (c, 1)) if weight >= 0 else None,
-                         b.fixed(bias, (c, 1)) if bias >= 0 else None, base)
-    b.set(node.out, out, (c, length))
+                           spread, base + ".var")
+        out = _normalize(b, x, mean, var, eps,
+                         b.fixed(weight, channel) if weight >= 0 else None,
+                         b.fixed(bias, channel) if bias >= 0 else None, base)
+    b.set(node.out, out, dims)
 
 
 def layer_norm(b, node, base: str) -> None:
