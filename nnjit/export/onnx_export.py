@@ -250,10 +250,13 @@ class GraphBuilder:
 
 
 def refuse(trace: Trace, node, why: str) -> None:
-    """Raise NotImplementedError naming the layer that recorded ``node`` and its op."""
+    """Raise NotImplementedError naming the layer that recorded ``node`` and its op (a user
+    op family's op by its registered name)."""
+    from nnjit.tape.tape import op_name
+
     raise NotImplementedError(
-        f"save_onnx: layer {trace.layer(node.owner)} records the op {Opcode(node.opcode).name}, "
-        f"{why}")
+        f"save_onnx: layer {trace.layer(node.owner)} records the op "
+        f"{op_name(node.opcode).upper()}, {why}")
 
 
 def input_names(model: Module, n: int) -> list[str]:

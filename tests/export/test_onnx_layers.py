@@ -10,6 +10,7 @@ import pytest
 
 import nnjit as nn
 from nnjit.export import ONNX_OPSET
+from nnjit.ops.opcodes import Opcode
 
 onnx = pytest.importorskip("onnx", reason="the export extra is not installed")
 ort = pytest.importorskip("onnxruntime", reason="the export extra is not installed")
@@ -226,7 +227,6 @@ def test_a_relu_folded_into_a_max_pool_is_kept(tmp_path):
     """A max pool whose geometry block says RELU (nnjit.engine.fusion) gets a Relu after it."""
     from nnjit.export import onnx_export as oe
     from nnjit.export.trace import export_input, trace_model
-    from nnjit.ops.opcodes import Opcode
     from nnjit.ops.pooling import G_RELU
 
     model = nn.Sequential(nn.MaxPool2d(2), nn.Flatten())
@@ -240,6 +240,24 @@ def test_a_relu_folded_into_a_max_pool_is_kept(tmp_path):
     pooled = X.reshape(3, 2, 2, 2, 2, 2).max(axis=(3, 5)).reshape(3, 8)
     np.testing.assert_array_equal(run_onnx(tmp_path / "m.onnx", {"input": X}),
                                   np.maximum(pooled, 0))
+
+
+@pytest.mark.parametrize("opcode, shown", [(int(Opcode.CSR_DENSE), "CSR_DENSE"),
+                                           (250, "OPCODE 250")])
+def test_an_op_without_onnx_form_is_refused_naming_the_layer_and_the_op(tmp_path, opcode,
+                                                                        shown):
+    """Every built-in op a forward records has an ONNX form (CSR_DENSE, sparse graph features,
+    is traced dense): a node's opcode is swapped for one without, as a user op family's."""
+    from nnjit.export import onnx_export as oe
+    from nnjit.export.trace import export_input, trace_model
+
+    model = nn.Sequential(nn.Conv2d(2, 3, 3), nn.Flatten(), nn.Linear(3 * 2 * 2, 2))
+    inp = export_input(model, (None, 2, 4, 4), "test")
+    trace = trace_model(model, inp, np.dtype(np.float32), "test")
+    trace.tape.nodes[0].opcode = opcode
+    with pytest.raises(NotImplementedError, match=rf"layer '0' \(Conv2d\) records the op "
+                                                  rf"{shown}, which has no ONNX export"):
+        oe._build(onnx, trace, model, np.dtype(np.float32), inp)
 
 
 # -- embeddings, cat, columns --------------------------------------------------------------------
