@@ -142,6 +142,7 @@ class GraphBuilder:
         self.reshaped: dict = {}
         self.params = {slot: name for name, slot in trace.tape.param_slots.items()}
         self.param_data = {name: p.data for name, p in trace.walk.tensors}
+        self.used_names.update(self.params.values())  # (no generated name takes a parameter's)
         self.cache: dict = {}  # per-export values shared by several ops (edge sets, degrees)
 
     def unique(self, base: str) -> str:
@@ -157,7 +158,6 @@ class GraphBuilder:
         PyTorch's layout) on first use."""
         if slot not in self.names and slot in self.params:
             name = self.params[slot]
-            self.used_names.add(name)
             data = np.ascontiguousarray(self.param_data[name], dtype=self.dtype)
             self.initializers.append(self.onnx.numpy_helper.from_array(data, name))
             self.names[slot] = name
