@@ -372,15 +372,18 @@ class Module:
         provider("load_safetensors", f"{type(self).__name__}.load_safetensors")(self, path)
 
     def save_onnx(self, path, input_shape=None) -> None:
-        """Export this feed-forward model as ONNX (opset 17, dynamic batch): input ``"input"``,
-        output ``"output"``, the raw outputs as ``Trainer.predict_outputs`` gives them.
+        """Export this model as ONNX (dynamic batch; opset 17, 18 for SAGE max and GAT): input
+        ``"input"``, output ``"output"``, the raw outputs as ``Trainer.predict_outputs`` gives
+        them; a graph model takes ``"x"`` and ``"edge_index"`` (:func:`nnjit.export.save_onnx`
+        says what maps to which ONNX ops).
 
         Args:
             path: the ``.onnx`` file to write (atomically).
-            input_shape: ``(None, n_features)``; by default the first ``Linear``'s width.
+            input_shape: ``(None, n_features)``, ``(None, C, H, W)``, ...; by default the shape
+                the model's trainer compiled it for, else the first ``Linear``'s width.
 
         Raises:
-            NotImplementedError: naming the layer, for graph layers and Python ops.
+            NotImplementedError: naming the layer and the op, for Python ops.
         """
         provider("save_onnx", f"{type(self).__name__}.save_onnx")(self, path, input_shape)
 

@@ -481,9 +481,12 @@ def test_digits_fit_with_pooling_lowers_its_loss_without_allocating_per_epoch():
     assert six == two, f"{six - two} NRT allocations over 4 extra epochs"
 
 
-def test_save_onnx_of_a_pooling_model_names_the_layer_and_the_op(tmp_path):
+def test_save_onnx_of_a_pooling_model_matches_onnxruntime(tmp_path):
     pytest.importorskip("onnx")
-    with pytest.raises(NotImplementedError, match=r"layer 'pool' \(MaxPool2d\) records the op "
-                                                  "MAXPOOL2D, which has no ONNX export"):
-        ResidualPoolNet().save_onnx(tmp_path / "net.onnx")
-    assert not (tmp_path / "net.onnx").exists()
+    ort = pytest.importorskip("onnxruntime")
+    model = ResidualPoolNet()
+    model.save_onnx(tmp_path / "net.onnx")  # (tests/export/test_onnx_layers.py: every layer)
+    X = np.random.default_rng(0).normal(size=(5, 64)).astype(np.float32)
+    session = ort.InferenceSession(str(tmp_path / "net.onnx"), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(session.run(None, {"input": X})[0], model.predict(X), rtol=1e-5,
+                               atol=1e-5)

@@ -216,7 +216,7 @@ def test_integer_inputs_arrive_bit_exact_in_the_arena(dtype, int_type):
     assert trainer.program.input_specs[1] == InputSpec((2,), True)
 
 
-def test_summary_with_a_tuple_of_shapes_and_export_refuses_several_inputs(tmp_path, fitted):
+def test_summary_with_a_tuple_of_shapes_and_export_of_several_inputs(tmp_path, fitted):
     text = TwoBranch().summary_str(input_shape=((None, 3), (None, 2)))
     assert "Input: (None, 3) float, (None, 2) float" in text
     assert "(None, 6)" in text and "(None, 3)" in text
@@ -230,11 +230,15 @@ def test_summary_with_a_tuple_of_shapes_and_export_refuses_several_inputs(tmp_pa
     for name, value in saved.state_dict().items():
         np.testing.assert_array_equal(loaded.state_dict()[name], value)
     pytest.importorskip("onnx")
-    with pytest.raises(NotImplementedError, match=r"TwoBranch takes \(None, 3\) float, \(None, 2\) "
-                                                  r"float; export supports models with one float"):
-        t2.model.save_onnx(tmp_path / "m.onnx")
-    with pytest.raises(NotImplementedError, match=r"TwoBranch.forward\(x_num, x_more\) takes 2 "
-                                                  r"inputs"):
+    ort = pytest.importorskip("onnxruntime")
+    t2.model.save_onnx(tmp_path / "m.onnx")  # one ONNX input per argument of forward
+    X, _ = _data(6, seed=2)
+    feeds = {"x_num": X[:, :3], "x_more": X[:, 3:]}
+    got = ort.InferenceSession(str(tmp_path / "m.onnx"),
+                               providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    np.testing.assert_allclose(got, t2.predict_outputs((X[:, :3], X[:, 3:])), rtol=1e-10,
+                               atol=1e-10)
+    with pytest.raises(ValueError, match=r"TwoBranch.forward\(x_num, x_more\) takes 2 inputs"):
         TwoBranch().save_onnx(tmp_path / "m.onnx", input_shape=(None, 5))
 
 
