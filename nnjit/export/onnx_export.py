@@ -43,6 +43,7 @@ import os
 
 import numpy as np
 
+from nnjit.export.onnx_graph import GRAPH_EDGE_INDEX, GRAPH_X
 from nnjit.export.optional import require
 from nnjit.export.trace import ExportInput, export_input, trace_model
 from nnjit.nn.module import Module
@@ -55,7 +56,7 @@ ONNX_OPSET = 17
 ONNX_GRAPH_MAX_OPSET = 18
 ONNX_IR_VERSION = 8  # the IR version of onnx 1.12 and 1.13 (opsets 17 and 18)
 INPUT_NAME, OUTPUT_NAME, BATCH_DIM = "input", "output", "batch"
-GRAPH_X, GRAPH_EDGE_INDEX, NODES_DIM, EDGES_DIM = "x", "edge_index", "num_nodes", "num_edges"
+NODES_DIM, EDGES_DIM = "num_nodes", "num_edges"
 
 SELU_ALPHA = 1.6732632423543772  # as nnjit's kernels and PyTorch
 SELU_SCALE = 1.0507009873554805

@@ -20,14 +20,15 @@ import numpy as np
 from nnjit.graph.graph_data import EDGE_WEIGHTS_GCN, GRAPH_LOOPS
 from nnjit.ops.opcodes import Opcode
 
+#: The ONNX inputs of a graph model: node features and the edges (2, num_edges).
+GRAPH_X, GRAPH_EDGE_INDEX = "x", "edge_index"
+
 #: Ops whose ONNX form scatters with reduction="max" (opset 18).
 NEEDS_MAX_SCATTER = frozenset({Opcode.SCATTER_MAX, Opcode.SEGMENT_SOFTMAX})
 
 
 def _num_nodes(b) -> str:
     """int64 (1,): the rows of x."""
-    from nnjit.export.onnx_export import GRAPH_X
-
     if "num_nodes" not in b.cache:
         b.cache["num_nodes"] = b.node("Shape", [GRAPH_X], "graph.num_nodes", start=0, end=1)
     return b.cache["num_nodes"]
@@ -36,8 +37,6 @@ def _num_nodes(b) -> str:
 def _edges(b, csr: int) -> tuple[str, str, str]:
     """(src, dst, dst as a column) of edge set ``csr``: the edges, or without their self loops
     and with one per node (GRAPH_LOOPS), in edge_index's order then the loops."""
-    from nnjit.export.onnx_export import GRAPH_EDGE_INDEX
-
     key = ("edges", csr)
     if key not in b.cache:
         zero, one = (b.array(np.array(v), f"graph.row{v}", integer=True) for v in (0, 1))
