@@ -86,11 +86,15 @@ def raise_for_status(status: int, op_index: int, epoch: int, program, restored: 
                 f"; non-finite values first appear in the output of op {op_index} "
                 f"({op_name(node.opcode)}) of layer '{layer}'"
             )
-        tail = (
-            "the best weights seen so far were restored"
-            if restored
-            else "no earlier weights were validated, so the weights are left as they were"
-        )
+        if restored:
+            tail = "the best weights seen so far were restored"
+        elif status == NONFINITE_TRAIN_LOSS:  # (found in a batch's forward, before its step)
+            tail = (f"no weights were validated before, so the model keeps the weights its "
+                    f"last step of epoch {epoch + 1} left (trained, not the initial ones; pass "
+                    f"validation data to have the best validated weights restored)")
+        else:
+            tail = (f"no earlier weights were validated, so the model keeps the weights of the "
+                    f"end of epoch {epoch + 1}'s training")
         raise TrainingDivergedError(
             f"{_NONFINITE[status]} became NaN or infinite at epoch {epoch + 1}{where}; {tail}. "
             "Try a lower learning rate, standardised inputs or gradient clipping."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
 import numpy as np
@@ -80,6 +81,24 @@ def test_divergence_raises_naming_epoch_and_restores_best():
         trainer.fit(nn.DataLoader(X, y, batch_size=8), epochs=50, val=(X, y), verbose=False)
     for p in model.parameters():
         assert np.isfinite(p.data).all()
+
+
+def test_divergence_without_validation_says_which_weights_the_model_keeps():
+    """No validated weights to restore: the message says the model keeps the weights of the
+    epoch's last step, not its initial ones (issue 25, item 17: it said "left as they were")."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(64, 4)).astype(np.float32)
+    y = (X @ rng.normal(size=(4, 1))).astype(np.float32) * 1e3
+    model = mlp(4, 8, 1)
+    initial = [p.data.copy() for p in model.parameters()]
+    trainer = nn.Trainer(model, nn.SGD(lr=1e6), nn.MSELoss())
+    with pytest.raises(nn.TrainingDivergedError) as caught:
+        trainer.fit(nn.DataLoader(X, y, batch_size=8), epochs=50, verbose=False)
+    message = str(caught.value)
+    assert "left as they were" not in message
+    assert re.search(r"keeps the weights its last step of epoch \d+ left \(trained, not the "
+                     r"initial ones", message), message
+    assert any(not np.array_equal(p.data, w) for p, w in zip(model.parameters(), initial))
 
 
 def test_chunked_fit_equals_single_call_bit_for_bit():
