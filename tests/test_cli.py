@@ -17,6 +17,7 @@ import pytest
 import nnjit
 from nnjit.cli import main
 from nnjit.experiment import ModelConfig, NetConfig, RunConfig, TrainConfig
+from nnjit.experiment.run_folder import Run
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -70,6 +71,27 @@ def test_train_list_show(tmp_path, capsys, monkeypatch):
     assert "nnjit runs show: invalid run id '../etc'" in capsys.readouterr().err
     assert main(["runs", "show", "abcdefabcdef", "--root", "runs"]) == 2
     assert "no run 'abcdefabcdef' in runs; runs: " in capsys.readouterr().err
+
+
+def test_train_says_why_it_stopped_and_which_epoch_was_best(tmp_path):
+    """The installed nnjit train ends with why the fit stopped, the monitored metric's best
+    epoch (the best checkpoint's) and that checkpoint's accuracy on the evaluation data
+    (issue 25, item 4: it printed only the last epoch's numbers)."""
+    cfg = RunConfig(model=ModelConfig(net=NetConfig(in_dim=4, out_dim=3, hidden_dims=(8,))),
+                    train=TrainConfig(epochs=40, batch_size=16, monitor="val_accuracy",
+                                      patience=5, checkpoints=["best", "last"]), data="iris")
+    (tmp_path / "cfg.yaml").write_text(cfg.to_yaml())
+    proc = nnjit_command("train", "cfg.yaml", "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    run = Run.load(cfg.config_hash(), tmp_path / "runs")
+    epoch = run.checkpoint_epoch("best")
+    history = run.history()
+    best = history.loc[history["epoch"] == epoch, "val_accuracy"].item()
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("stopped: ") for line in lines), proc.stdout
+    assert f"best: val_accuracy {best:.4g} @ {epoch}" in lines, proc.stdout
+    accuracy = [line for line in lines if "accuracy of the best checkpoint" in line]
+    assert len(accuracy) == 1 and f"(epoch {epoch}): " in accuracy[0], proc.stdout
 
 
 def test_train_from_csv_regression(tmp_path, capsys):

@@ -85,7 +85,7 @@ def list_runs(root) -> int:
     for run in runs:
         try:
             hist = run.history()
-            best = _best(run.config.train, hist)
+            best = best_summary(run.config.train, hist)
         except (ValueError, KeyError, TypeError, OSError) as e:  # a damaged idps.csv
             warn("runs list", f"skipped {run.display}: cannot read its idps.csv: {_short(e)}")
             continue
@@ -100,7 +100,7 @@ def list_runs(root) -> int:
     return 0
 
 
-def _best(train, hist) -> str:
+def best_summary(train, hist) -> str:
     """``"val_accuracy 0.9412 @ 92"``: the run's monitored metric (its config's ``monitor``,
     else val_loss with validation data, else train_loss) at its best epoch (highest for
     accuracies or ``mode: max``, lowest otherwise), as the run's best checkpoint holds it."""

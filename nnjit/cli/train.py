@@ -104,7 +104,40 @@ def cmd_train(args) -> int:
           + (f" on {distributed.size} MPI ranks" if distributed is not None else ""))
     if len(history):
         print(summary_line(history))
+        for line in _outcome_lines(run, trainer, history, data):
+            print(line)
     return 0
+
+
+def _outcome_lines(run, trainer, history, data) -> list[str]:
+    """Why the fit stopped, the best epoch of the monitored metric (the best checkpoint's), and
+    that checkpoint's accuracy on the evaluation data (test, else validation) when the run is a
+    classification with such data."""
+    import numpy as np
+
+    from nnjit.cli.runs import best_summary
+    from nnjit.experiment import Checkpoints
+
+    reason = getattr(trainer, "history_", None)
+    reason = None if reason is None else reason.attrs.get("stop_reason")
+    lines = [f"stopped: {reason}"] if reason else []
+    lines.append(f"best: {best_summary(run.config.train, history)}")
+    if not run.config.model.loss.builder().is_classification or data is None:
+        return lines
+    try:
+        X, y, where = data.evaluation()
+        if len(y) == 0:
+            return lines
+        logits = run.checkpoint_outputs(X, Checkpoints.BEST)
+    except (FileNotFoundError, ValueError, AttributeError):  # no best checkpoint, no such data
+        return lines
+    labels = np.asarray(y).reshape(len(y), -1)
+    labels = labels[:, 0] if labels.shape[1] == 1 else labels.argmax(axis=1)
+    predicted = logits.argmax(axis=1) if logits.shape[1] > 1 else (logits[:, 0] > 0)
+    accuracy = float(np.mean(predicted.astype(np.int64) == labels.astype(np.int64)))
+    epoch = run.checkpoint_epoch(Checkpoints.BEST)
+    lines.append(f"{where} accuracy of the best checkpoint (epoch {epoch}): {accuracy:.4f}")
+    return lines
 
 
 def _mpi_if_launched():
