@@ -2,8 +2,10 @@
 
 numba caches a function's machine code under the stamp of its own file only: a function that
 calls kernels of another file keeps their old code after that file is edited (an editable
-install, ``git pull``). :func:`reach_digest` names everything the code can reach, so a cache
-entry made with other sources is not used.
+install, ``git pull``), and one that reads another file's constants (``from fields import
+ST_EPOCH``: numba freezes the value into the machine code) keeps the old values.
+:func:`reach_digest` names everything the code can reach, so a cache entry made with other
+sources is not used.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import sys
 import types
 
@@ -23,10 +26,53 @@ def _followed(module_name: str | None) -> bool:
     return bool(top) and top not in _NOT_FOLLOWED and top not in sys.stdlib_module_names
 
 
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+([\w.]+)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)",
+                          re.MULTILINE)
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w., \t]+)", re.MULTILINE)
+
+
+@functools.cache
+def _imported(path: str) -> tuple[str, ...]:
+    """The modules the file at ``path`` imports by absolute name (``import a.b``, ``from a.b
+    import c``: ``a.b`` and ``a.b.c``, which may be a submodule). A scan of the lines, not a
+    parse: it runs for every file a cached function reaches, in every process that loads one."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return ()
+    names = []
+    for module, imported in _FROM_IMPORT.findall(text):
+        names.append(module)
+        for part in imported.strip("()").split(","):
+            name = part.split("#")[0].split(" as ")[0].strip()
+            if name.isidentifier():
+                names.append(f"{module}.{name}")
+    for listed in _IMPORT.findall(text):
+        names.extend(part.split(" as ")[0].strip() for part in listed.split(","))
+    return tuple(names)
+
+
+def _import_closure(paths: set[str]) -> set[str]:
+    """``paths`` and the files of the (followed, loaded) modules they import, transitively: a
+    global the code reads may be a constant defined in any of them (numba compiles its value
+    in), and nothing tells an int's module."""
+    out, todo = set(paths), list(paths)
+    while todo:
+        for name in _imported(todo.pop()):
+            module = sys.modules.get(name)
+            path = getattr(module, "__file__", None) if module is not None else None
+            if path and _followed(name) and path not in out:
+                out.add(path)
+                todo.append(path)
+    return out
+
+
 def source_files(*functions) -> list[str]:
     """Sorted source files of ``functions`` and, transitively, of every function, numba
     dispatcher or module their code names (globals, and attributes of modules the code reaches
-    through them: ``pkg.kernels.f`` and re-exports such as ``from pkg import kernels as K``)."""
+    through them: ``pkg.kernels.f`` and re-exports such as ``from pkg import kernels as K``),
+    with the files those files import (their constants)."""
     files: set[str] = set()
     seen: set[tuple[int, frozenset]] = set()
     todo = [(f, frozenset()) for f in functions if f is not None]
@@ -66,7 +112,7 @@ def source_files(*functions) -> list[str]:
                 todo.append((cell.cell_contents, frozenset()))
             except ValueError:  # an empty cell
                 pass
-    return sorted(files)
+    return sorted(_import_closure(files))
 
 
 @functools.cache

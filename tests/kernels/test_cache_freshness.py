@@ -1,4 +1,5 @@
-"""A cached compiled function does not keep running an edited callee's old code.
+"""A cached compiled function does not keep running an edited callee's old code, nor another
+file's old constants.
 
 numba stamps a cache entry with the function's own file only; nnjit's caches add the digest of
 every file the code reaches (nnjit.kernels.source_reach). Two child processes share one cache:
@@ -54,3 +55,27 @@ def test_an_edited_callee_in_another_file_is_recompiled_not_served_stale(tmp_pat
     assert _run(tmp_path, cache) == (20, 1)  # unchanged sources: loaded from the cache
     (tmp_path / "kernel.py").write_text(KERNEL.format(increment=2))  # caller.py untouched
     assert _run(tmp_path, cache)[0] == 30
+
+
+READER = textwrap.dedent("""\
+    from nnjit.kernels._jit import jit
+
+    from constants import SCALE
+
+
+    @jit
+    def caller(x):
+        return x * SCALE
+    """)
+
+
+def test_an_edited_constant_in_another_file_is_recompiled_not_served_stale(tmp_path):
+    """numba compiles an imported global's value into the code: an edit of the file defining it
+    (a record layout's field index, say) must not leave the old value running."""
+    (tmp_path / "caller.py").write_text(READER)
+    (tmp_path / "constants.py").write_text("SCALE = 10\n")
+    cache = tmp_path / "cache"
+    assert _run(tmp_path, cache) == (10, 0)
+    assert _run(tmp_path, cache) == (10, 1)
+    (tmp_path / "constants.py").write_text("SCALE = 20\n")  # caller.py untouched
+    assert _run(tmp_path, cache)[0] == 20
