@@ -236,7 +236,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
     scratch = grads[slots[layout[L_SCRATCH], S_OFFSET]:]
     loss_op = layout[L_LOSS_OP]
     dense_mode = int(cfg[C_DENSE_MODE])
-    stats = state[ST_BATCH_LOSS : ST_BATCH_LOSS + 3]
+    stats = state[ST_BATCH_LOSS : ST_BATCH_LOSS + 4]  # (loss, correct, counted, weight sum)
     bad_input = state[ST_BAD_RECORD : ST_BAD_RECORD + 1]  # ops report bad data here
     n = X.shape[0]
     n_val = Xv.shape[0] if task == TASK_FIT else 0
@@ -306,6 +306,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             stats[0] = 0.0
             stats[1] = 0.0
             stats[2] = 0.0
+            stats[3] = 0.0
             state[ST_DIR] = DIR_FORWARD
             state[ST_CURSOR] = 0
         rows = int(state[ST_ROWS])
@@ -355,7 +356,9 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             if task == TASK_GRADIENT:
                 state[ST_JOB] = -1
                 return st.DONE, -1
-            coef = (cfg[C_REG_COEF] / step_rows if cfg[C_REG_PER_BATCH] != 0.0
+            # (scikit-learn's alpha over the batch's rows, or its weight sum when weighted)
+            per_batch = stats[3] if stats[3] != 0.0 else step_rows
+            coef = (cfg[C_REG_COEF] / per_batch if cfg[C_REG_PER_BATCH] != 0.0
                     else cfg[C_REG_COEF])
             penalty = ko.l2_penalty(tparams, pgrads, reg_spans, coef) if coef != 0.0 else 0.0
             group = int(cfg[C_ACCUM_STEPS])

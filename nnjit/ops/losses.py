@@ -35,6 +35,12 @@ _SOFTMAX_CE, _MSE, _BCE = range(FIRST_OPCODE, FIRST_OPCODE + 3)
 #: scikit-learn's ``delta = activations[-1] - y`` divided by the batch size, and the log losses
 #: (BCE; cross-entropy of class indices) count p clipped to [eps, 1 - eps] as scikit-learn does.
 SKLEARN_SCALING = 2
+#: aux1 of loss records: scikit-learn's scaling with ``sample_weight``: the targets' last column
+#: holds each row's weight. A training batch's loss is its weighted mean times its rows, its
+#: gradient seed ``w (prediction - target) / sum(w)``, and the weight sum goes to the job's
+#: statistics (scikit-learn's L2 penalty divides by it); evaluation sums the weighted loss and
+#: correct count and counts the weight sum as the rows (scikit-learn's weighted scores).
+SKLEARN_WEIGHTED = 3
 
 
 def softmax_ce(prediction, target):
@@ -102,35 +108,50 @@ _counted_rows = inlined(kl.counted_rows)
 
 @jit
 def loss_and_seed(op, pred, target, dpred, mode, write_grad):
-    """(loss_sum, n_correct, n_counted) of loss ``op`` (its opcode) of ``pred`` (B, K) against
-    ``target``; writes the gradient seed into ``dpred`` when ``write_grad`` (mean over the
-    counted rows, over all their elements for MSE/BCE unless ``mode`` is SKLEARN_SCALING).
-    ``mode`` is the record's aux1: for cross-entropy 1 when the targets are class indices
-    (SKLEARN_SCALING: class indices, scikit-learn's clipped loss).
-    Class-index rows below 0 are ignored (a graph's unmasked nodes). ``n_counted`` is -1,
-    nothing computed, when ``op`` is no loss."""
+    """(loss_sum, n_correct, n_counted, weight_sum) of loss ``op`` (its opcode) of ``pred``
+    (B, K) against ``target``; writes the gradient seed into ``dpred`` when ``write_grad`` (mean
+    over the counted rows, over all their elements for MSE/BCE unless ``mode`` is
+    SKLEARN_SCALING). ``mode`` is the record's aux1: for cross-entropy 1 when the targets are
+    class indices (SKLEARN_SCALING: class indices, scikit-learn's clipped loss; SKLEARN_WEIGHTED:
+    the same with the weights in the targets' last column, see there). ``weight_sum`` is 0.0
+    unless a training batch is weighted. Class-index rows below 0 are ignored (a graph's
+    unmasked nodes). ``n_counted`` is -1, nothing computed, when ``op`` is no loss."""
     rows = pred.shape[0]
-    sklearn = mode == SKLEARN_SCALING
+    weighted = mode == SKLEARN_WEIGHTED
+    sklearn = mode == SKLEARN_SCALING or weighted
+    wcol = target.shape[1] - 1 if weighted else -1
+    weights = 0.0
+    if weighted:
+        for i in range(rows):
+            weights += float(target[i, wcol])
+    # (scikit-learn divides the weighted sums by the weight sum where it divides by the rows)
+    per = weights if weighted else float(rows)
     if op == _SOFTMAX_CE:
         target_is_index = mode == 1 or sklearn
         counted = _counted_rows(target) if target_is_index else rows
         loss, correct = _softmax_ce_k(pred, target, dpred, target_is_index,
-                                      1.0 / max(counted, 1), write_grad, sklearn)
-        return loss, correct, counted
-    k = pred.shape[1]
-    if op == _MSE:  # (the kernel's gradient is 2 * scale * (p - t): half of 1/rows)
-        loss, correct = _mse_k(pred, target, dpred, 0.5 / rows if sklearn else 1.0 / (rows * k),
-                               write_grad)
-        if sklearn:
-            loss *= 0.5
-    elif op == _BCE:
-        loss, correct = _bce_k(pred, target, dpred, 1.0 / rows if sklearn else 1.0 / (rows * k),
-                               write_grad, sklearn)
-        if sklearn:
-            loss *= k
+                                      1.0 / (per if weighted else max(counted, 1)),
+                                      write_grad, sklearn, wcol)
     else:
-        return 0.0, 0.0, -1
-    return loss, correct, rows
+        k = pred.shape[1]
+        counted = rows
+        if op == _MSE:  # (the kernel's gradient is 2 * scale * (p - t): half of 1/rows)
+            loss, correct = _mse_k(pred, target, dpred,
+                                   0.5 / per if sklearn else 1.0 / (rows * k), write_grad, wcol)
+            if sklearn:
+                loss *= 0.5
+        elif op == _BCE:
+            loss, correct = _bce_k(pred, target, dpred, 1.0 / per if sklearn else 1.0 / (rows * k),
+                                   write_grad, sklearn, wcol)
+            if sklearn:
+                loss *= k
+        else:
+            return 0.0, 0.0, -1.0, 0.0
+    if not weighted:
+        return loss, correct, float(counted), 0.0
+    if write_grad:  # scikit-learn's batch loss (a weighted mean) counted for each row
+        return loss / weights * rows, correct, float(rows), weights
+    return loss, correct, weights, 0.0
 
 
 @dispatcher
@@ -141,7 +162,7 @@ def forward(op, i, ctx):
         slots = ctx[CTX_SLOTS]
         rows = ctx[CTX_ROWS]
         a = records[i, R_IN0]
-        loss, correct, counted = loss_and_seed(
+        loss, correct, counted, weights = loss_and_seed(
             op, slot_view(ctx[CTX_VALUES], slots, a, rows),
             slot_view(ctx[CTX_VALUES], slots, records[i, R_IN1], rows),
             slot_view(ctx[CTX_GRADS], slots, a, rows), records[i, R_AUX1], ctx[CTX_TRAINING])
@@ -149,6 +170,7 @@ def forward(op, i, ctx):
         stats[0] += loss
         stats[1] += correct
         stats[2] += counted
+        stats[3] += weights
         handled = counted >= 0
     return handled
 

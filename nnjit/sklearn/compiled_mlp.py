@@ -40,11 +40,13 @@ class Structure:
     out_activation: str
     dtype: np.dtype
     batch_size: int  # the largest batch the arena holds (training and validation batches)
+    weighted: bool = False  # the targets end with a sample_weight column
 
     @property
     def target_cols(self) -> int:
-        """Class indices (one column) under softmax, else one column per output."""
-        return 1 if self.out_activation == "softmax" else self.layer_units[-1]
+        """Class indices (one column) under softmax, else one column per output; then the
+        weight column when ``weighted``."""
+        return (1 if self.out_activation == "softmax" else self.layer_units[-1]) + self.weighted
 
 
 class CompiledMLP:
@@ -65,7 +67,8 @@ class CompiledMLP:
             hidden = HIDDEN_ACTIVATIONS[s.activation]
             if i < len(s.layer_units) - 2 and hidden is not None:
                 modules.append(hidden())
-        layout = Layout(Sequential(*modules), OUTPUT_LOSSES[s.out_activation](),
+        loss = OUTPUT_LOSSES[s.out_activation](weighted=s.weighted)
+        layout = Layout(Sequential(*modules), loss,
                         (InputSpec((s.layer_units[0],)),), s.batch_size, s.dtype)
         self.program = program = layout.program(s.target_cols, seed=0)
         linears = [(path, m) for path, m in layout.walk.modules if isinstance(m, Linear)]

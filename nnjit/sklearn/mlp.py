@@ -9,9 +9,9 @@ the import, keep the code::
     from nnjit.sklearn import MLPClassifier  # was: from sklearn.neural_network import ...
 
 Beyond scikit-learn's parameters: ``dtype`` (``np.float32``, the default, or ``np.float64``: the
-arena's; with float64 the fit follows scikit-learn's to rounding). Not supported: the "lbfgs"
-solver, ``sample_weight``, and MLPRegressor's ``loss="poisson"`` (each raises a ValueError that
-says so).
+arena's; with float64 the fit follows scikit-learn's to rounding). ``sample_weight`` weights the
+loss as scikit-learn's. Not supported: the "lbfgs" solver and MLPRegressor's ``loss="poisson"``
+(each raises a ValueError that says so).
 """
 
 from __future__ import annotations
@@ -43,13 +43,11 @@ class _CompiledSolver:
             raise ValueError(f"{name}: solver='lbfgs' is not supported by nnjit.sklearn; use "
                              "solver='adam' or solver='sgd' (or sklearn.neural_network."
                              f"{name} for L-BFGS)")
-        if sample_weight is not None:
-            raise ValueError(f"{name}.fit: sample_weight is not supported by nnjit.sklearn")
         if getattr(self, "loss", "squared_error") != "squared_error" and name == "MLPRegressor":
             raise ValueError(f"{name}: loss={self.loss!r} is not supported by nnjit.sklearn; use "
                              "loss='squared_error'")
         self._arena_dtype = _arena_dtype(self.dtype, name)
-        return super()._fit(X, y, sample_weight=None, incremental=incremental)
+        return super()._fit(X, y, sample_weight=sample_weight, incremental=incremental)
 
     def _validate_input(self, X, y, incremental, reset):
         X, y = super()._validate_input(X, y, incremental, reset)
@@ -62,7 +60,7 @@ class _CompiledSolver:
         if any(c.dtype != X.dtype for c in self.coefs_):  # (warm start after a dtype change)
             self.coefs_ = [c.astype(X.dtype) for c in self.coefs_]
             self.intercepts_ = [b.astype(X.dtype) for b in self.intercepts_]
-        fit_stochastic(self, X, y.reshape(len(y), -1), incremental)
+        fit_stochastic(self, X, y.reshape(len(y), -1), incremental, sample_weight)
 
 
 def _arena_dtype(dtype, name: str) -> np.dtype:
@@ -108,15 +106,17 @@ class MLPClassifier(_CompiledSolver, _SklearnMLPClassifier):
             max_fun=max_fun)
         self.dtype = dtype
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the model to X (n_samples, n_features) and the labels y (n_samples,), or the
-        multi-label indicator matrix (n_samples, n_labels). Returns self."""
-        return super().fit(X, y)
+        multi-label indicator matrix (n_samples, n_labels); ``sample_weight`` (n_samples,)
+        weights each row's loss as scikit-learn's (None: equal weights). Returns self."""
+        return super().fit(X, y, sample_weight=sample_weight)
 
     @available_if(_stochastic_solver)
-    def partial_fit(self, X, y, classes=None):
-        """One epoch over (X, y); ``classes`` (all labels) is needed on the first call."""
-        return super().partial_fit(X, y, classes=classes)
+    def partial_fit(self, X, y, sample_weight=None, classes=None):
+        """One epoch over (X, y), rows weighted by ``sample_weight`` (None: equal weights);
+        ``classes`` (all labels) is needed on the first call."""
+        return super().partial_fit(X, y, sample_weight=sample_weight, classes=classes)
 
 
 class MLPRegressor(_CompiledSolver, _SklearnMLPRegressor):
@@ -148,12 +148,13 @@ class MLPRegressor(_CompiledSolver, _SklearnMLPRegressor):
             max_fun=max_fun)
         self.dtype = dtype
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the model to X (n_samples, n_features) and the targets y (n_samples,) or
-        (n_samples, n_outputs). Returns self."""
-        return super().fit(X, y)
+        (n_samples, n_outputs); ``sample_weight`` (n_samples,) weights each row's loss as
+        scikit-learn's (None: equal weights). Returns self."""
+        return super().fit(X, y, sample_weight=sample_weight)
 
     @available_if(_stochastic_solver)
-    def partial_fit(self, X, y):
-        """One epoch over (X, y)."""
-        return super().partial_fit(X, y)
+    def partial_fit(self, X, y, sample_weight=None):
+        """One epoch over (X, y), rows weighted by ``sample_weight`` (None: equal weights)."""
+        return super().partial_fit(X, y, sample_weight=sample_weight)

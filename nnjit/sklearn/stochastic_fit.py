@@ -46,9 +46,10 @@ class SolverState:
     buffers: np.ndarray | None = None
 
 
-def fit_stochastic(est, X, y, incremental: bool) -> None:
+def fit_stochastic(est, X, y, incremental: bool, sample_weight=None) -> None:
     """Train ``est`` (an nnjit.sklearn MLP whose ``coefs_`` are initialised) on the validated
-    ``X`` and binarized ``y`` (2-D) for ``max_iter`` epochs, or one with ``incremental``."""
+    ``X`` and binarized ``y`` (2-D) for ``max_iter`` epochs, or one with ``incremental``;
+    ``sample_weight`` (validated, or None) weights the loss as scikit-learn's."""
     from sklearn.base import is_classifier
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import train_test_split
@@ -63,14 +64,17 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
     classifier = is_classifier(est)
     if early_stopping:  # scikit-learn's split, from the same RandomState, in the same order
         stratify = y if classifier and est.n_outputs_ == 1 else None
-        X_train, X_val, y_train, y_val = train_test_split(
-            X, y, random_state=est._random_state, test_size=est.validation_fraction,
+        arrays = (X, y) if sample_weight is None else (X, y, sample_weight)
+        X_train, X_val, y_train, y_val, *weights = train_test_split(
+            *arrays, random_state=est._random_state, test_size=est.validation_fraction,
             stratify=stratify)
+        w_train, w_val = weights if weights else (None, None)
         if X_val.shape[0] < 2:
             raise ValueError("The validation set is too small. Increase 'validation_fraction' "
                              "or the size of your dataset.")
     else:
         X_train, y_train, X_val, y_val = X, y, None, None
+        w_train = w_val = sample_weight
     n = X_train.shape[0]
     if est.batch_size == "auto":
         batch_size = min(200, n)
@@ -92,7 +96,7 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
         monitor = fields.MONITOR_VAL_ACCURACY
         best = -math.inf if best_score is None else best_score
     elif early_stopping:
-        monitor, r2_scale = fields.MONITOR_VAL_LOSS, r2_per_half_square(y_val)
+        monitor, r2_scale = fields.MONITOR_VAL_LOSS, r2_per_half_square(y_val, w_val)
         tol = tol / r2_scale if r2_scale > 0 else math.inf
         best = (math.inf if best_score is None or best_score == -math.inf
                 else (1.0 - best_score) / r2_scale)
@@ -111,12 +115,12 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
         lr_table = np.repeat(np.array(rates, dtype=np.float64), n_batches)
 
     structure = Structure(tuple(int(u) for u in [X.shape[1], *_hidden(est), est.n_outputs_]),
-                          est.activation, out, dtype, batch_size)
-    Y_train = engine_targets(y_train, out, dtype)
+                          est.activation, out, dtype, batch_size, sample_weight is not None)
+    Y_train = engine_targets(y_train, out, dtype, w_train)
     X_train = np.ascontiguousarray(X_train, dtype=dtype)
     if early_stopping:
         X_val = np.ascontiguousarray(X_val, dtype=dtype)
-        Y_val = engine_targets(y_val, out, dtype)
+        Y_val = engine_targets(y_val, out, dtype, w_val)
     else:
         X_val, Y_val = empty_rows(dtype, X.shape[1]), empty_rows(dtype, Y_train.shape[1])
     orders = _ShuffleOrders(est._random_state, n, epochs) if est.shuffle else None

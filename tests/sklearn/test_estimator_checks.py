@@ -19,3 +19,12 @@ _SMALL = dict(hidden_layer_sizes=(10,), random_state=0)
                           MLPClassifier(**_SMALL, dtype=np.float64)])
 def test_scikit_learn_estimator_checks(estimator, check):
     check(estimator)
+
+
+def test_sample_weight_checks_are_generated():
+    """``fit`` takes ``sample_weight``: the checks above include scikit-learn's sample-weight
+    checks (it skips them for an estimator whose fit has no such parameter)."""
+    from sklearn.utils.validation import has_fit_parameter
+
+    for estimator in (MLPClassifier(), MLPRegressor()):
+        assert has_fit_parameter(estimator, "sample_weight")
