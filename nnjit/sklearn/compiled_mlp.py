@@ -76,7 +76,20 @@ class CompiledMLP:
         self.biases = [m.bias.data for _, m in linears]
         spans = [layout.param_spans[f"{path}.weight"] for path, _ in linears]
         self.reg_spans = np.array(spans, dtype=np.int64).reshape(-1, 2)
+        self._bias_offsets = [layout.param_spans[f"{path}.bias"][0] for path, _ in linears]
         self.best = np.empty(program.n_params, dtype=s.dtype)  # the best-weights snapshot
+
+    def packed_order(self) -> np.ndarray:
+        """The arena position of each entry of scikit-learn's packed parameter vector (every
+        ``coefs_[i]`` raveled, then every ``intercepts_[i]``): ``values[order]`` is the vector
+        and ``grads[order]`` its gradient (an arena weight is ``coefs_[i].T``)."""
+        parts = []
+        for (offset, _), w in zip(self.reg_spans.tolist(), self.weights):
+            fan_out, fan_in = w.shape  # coefs_[i][a, b] is the arena's w[b, a]
+            parts.append((offset + np.arange(fan_out * fan_in).reshape(fan_out, fan_in).T).ravel())
+        for offset, b in zip(self._bias_offsets, self.biases):
+            parts.append(offset + np.arange(b.size))
+        return np.concatenate(parts).astype(np.int64)
 
     def load(self, coefs, intercepts) -> None:
         """Copy scikit-learn's ``coefs_`` / ``intercepts_`` into the arena."""

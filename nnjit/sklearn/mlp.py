@@ -10,8 +10,9 @@ the import, keep the code::
 
 Beyond scikit-learn's parameters: ``dtype`` (``np.float32``, the default, or ``np.float64``: the
 arena's; with float64 the fit follows scikit-learn's to rounding). ``sample_weight`` weights the
-loss as scikit-learn's. Not supported: the "lbfgs" solver and MLPRegressor's ``loss="poisson"``
-(each raises a ValueError that says so).
+loss as scikit-learn's. ``solver="lbfgs"`` is scikit-learn's L-BFGS-B whose loss and gradient
+are each one compiled call (:mod:`.lbfgs_fit`). Not supported: MLPRegressor's
+``loss="poisson"`` (it raises a ValueError that says so).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import scipy.sparse as sp
 from sklearn.neural_network import MLPClassifier as _SklearnMLPClassifier
 from sklearn.neural_network import MLPRegressor as _SklearnMLPRegressor
 from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import _check_sample_weight
 
 from nnjit.dtypes import SUPPORTED_DTYPES
+from nnjit.sklearn.lbfgs_fit import fit_lbfgs
 from nnjit.sklearn.stochastic_fit import fit_stochastic
 
 __all__ = ["MLPClassifier", "MLPRegressor"]
@@ -35,18 +38,16 @@ def _stochastic_solver(est) -> bool:
 
 class _CompiledSolver:
     """What both estimators change in scikit-learn's: the checks up front, the arena dtype of
-    X, and the stochastic solver."""
+    X, and the solvers."""
 
     def _fit(self, X, y, sample_weight=None, incremental=False):
         name = type(self).__name__
-        if self.solver == "lbfgs":
-            raise ValueError(f"{name}: solver='lbfgs' is not supported by nnjit.sklearn; use "
-                             "solver='adam' or solver='sgd' (or sklearn.neural_network."
-                             f"{name} for L-BFGS)")
         if getattr(self, "loss", "squared_error") != "squared_error" and name == "MLPRegressor":
             raise ValueError(f"{name}: loss={self.loss!r} is not supported by nnjit.sklearn; use "
                              "loss='squared_error'")
         self._arena_dtype = _arena_dtype(self.dtype, name)
+        if sample_weight is not None:  # (scikit-learn's check, negative weights refused too)
+            sample_weight = _check_sample_weight(sample_weight, X, ensure_non_negative=True)
         return super()._fit(X, y, sample_weight=sample_weight, incremental=incremental)
 
     def _validate_input(self, X, y, incremental, reset):
@@ -61,6 +62,13 @@ class _CompiledSolver:
             self.coefs_ = [c.astype(X.dtype) for c in self.coefs_]
             self.intercepts_ = [b.astype(X.dtype) for b in self.intercepts_]
         fit_stochastic(self, X, y.reshape(len(y), -1), incremental, sample_weight)
+
+    def _fit_lbfgs(self, X, y, sample_weight, activations, deltas, coef_grads, intercept_grads,
+                   layer_units):
+        if any(c.dtype != X.dtype for c in self.coefs_):  # (warm start after a dtype change)
+            self.coefs_ = [c.astype(X.dtype) for c in self.coefs_]
+            self.intercepts_ = [b.astype(X.dtype) for b in self.intercepts_]
+        fit_lbfgs(self, X, y.reshape(len(y), -1), sample_weight, layer_units)
 
 
 def _arena_dtype(dtype, name: str) -> np.dtype:
@@ -83,7 +91,7 @@ class MLPClassifier(_CompiledSolver, _SklearnMLPClassifier):
     Args:
         dtype: ``np.float32`` (default) or ``np.float64``: the arena's dtype. With float64 and
             the same ``random_state``, ``loss_curve_`` and ``n_iter_`` follow scikit-learn's.
-        others: as :class:`sklearn.neural_network.MLPClassifier` (``solver`` "adam" or "sgd").
+        others: as :class:`sklearn.neural_network.MLPClassifier`.
     """
 
     _parameter_constraints = {**_SklearnMLPClassifier._parameter_constraints, **_CONSTRAINTS}
@@ -125,7 +133,7 @@ class MLPRegressor(_CompiledSolver, _SklearnMLPRegressor):
 
     Args:
         dtype: ``np.float32`` (default) or ``np.float64``: the arena's dtype.
-        others: as :class:`sklearn.neural_network.MLPRegressor` (``solver`` "adam" or "sgd").
+        others: as :class:`sklearn.neural_network.MLPRegressor`.
     """
 
     _parameter_constraints = {**_SklearnMLPRegressor._parameter_constraints, **_CONSTRAINTS}
