@@ -68,6 +68,12 @@ class _CompiledSolver:
         if any(c.dtype != X.dtype for c in self.coefs_):  # (warm start after a dtype change)
             self.coefs_ = [c.astype(X.dtype) for c in self.coefs_]
             self.intercepts_ = [b.astype(X.dtype) for b in self.intercepts_]
+        fitted = [self.coefs_[0].shape[0], *(c.shape[1] for c in self.coefs_)]
+        if fitted != list(layer_units):  # (scikit-learn fails to reshape them, as here)
+            raise ValueError(f"{type(self).__name__}: warm_start=True with solver='lbfgs' needs "
+                             f"the fitted layer sizes {fitted[1:-1]}; hidden_layer_sizes is "
+                             f"now {self.hidden_layer_sizes} (set warm_start=False to fit a "
+                             "new network)")
         fit_lbfgs(self, X, y.reshape(len(y), -1), sample_weight, layer_units)
 
 
