@@ -177,6 +177,25 @@ class SklearnBinaryLogLoss(_SklearnScaled, BCEWithLogitsLoss):
     ``(sigmoid(z) - t) / N``."""
 
 
+class PoissonLoss(MSELoss):
+    """Poisson loss of log-rates (the model outputs log(rate)): mean over all elements of
+    ``exp(z) - t z`` (PyTorch's ``PoissonNLLLoss(log_input=True)``); targets are counts >= 0."""
+
+    opcode = Opcode.POISSON
+
+    def prepare_targets(self, y, n_outputs, dtype, where):
+        y = MSELoss.prepare_targets(self, y, n_outputs, dtype, where)
+        if y.size and y.min() < 0:
+            raise ValueError(f"{where}: Poisson targets must be >= 0, got minimum {y.min()}")
+        return y
+
+
+class SklearnPoissonLoss(_SklearnScaled, PoissonLoss):
+    """scikit-learn's ``MLPRegressor(loss="poisson")`` loss of its log-link output: half the
+    Poisson deviance summed over the outputs, averaged over the rows (its ``poisson_loss``),
+    gradient seed ``(exp(z) - t) / N``."""
+
+
 LOSSES = {
     "cross_entropy": CrossEntropyLoss,
     "softmax_cross_entropy": CrossEntropyLoss,

@@ -197,6 +197,40 @@ def bce_with_logits(logits, targets, dlogits, inv_scale, write_grad, clip=False,
 
 
 @jit
+def poisson(logits, targets, dlogits, inv_scale, write_grad, full=False, wcol=-1):
+    """Poisson loss of log-rates ``logits`` (the prediction is exp(logits)) against counts
+    (mean over k per row, summed over rows): exp(x) - t x per element (PyTorch's
+    ``PoissonNLLLoss(log_input=True)``), with ``full`` the deviance half scikit-learn's
+    ``poisson_loss`` counts, xlogy(t, t / exp(x)) - t + exp(x); gradient (exp(x) - t) *
+    inv_scale either way.
+
+    logits, dlogits: (b, k); targets (b, k), or (b, k + 1) with the weights in column ``wcol``
+    = k. Returns (loss_sum: float64, n_correct: float64 = 0).
+    """
+    b, k = logits.shape
+    zero = logits.dtype.type(0.0)
+    scale = logits.dtype.type(inv_scale)
+    total = 0.0
+    for i in range(b):
+        row = 0.0
+        row_scale = scale * targets[i, wcol] if wcol >= 0 else scale
+        for j in range(k):
+            x = logits[i, j]
+            t = targets[i, j]
+            p = math.exp(x)
+            element = float(p) - float(t) * float(x)
+            if full:
+                element -= float(t)
+                if t > zero:
+                    element += float(t) * math.log(float(t))
+            row += element
+            if write_grad:
+                dlogits[i, j] = (p - t) * row_scale
+        total += float(targets[i, wcol]) * row if wcol >= 0 else row
+    return total / k, 0.0
+
+
+@jit
 def softmax_rows(logits, out):
     """Row-wise softmax (max-shifted). logits, out: (b, k); out may be logits."""
     b, k = logits.shape

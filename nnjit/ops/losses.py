@@ -27,7 +27,7 @@ from nnjit.tape.records import R_AUX1, R_IN0, R_IN1
 from nnjit.tape.slot_views import slot_view
 
 FIRST_OPCODE = 40
-_SOFTMAX_CE, _MSE, _BCE = range(FIRST_OPCODE, FIRST_OPCODE + 3)
+_SOFTMAX_CE, _MSE, _BCE, _POISSON = range(FIRST_OPCODE, FIRST_OPCODE + 4)
 
 #: aux1 of loss records: scikit-learn's MLP losses. The loss sums over the outputs (BCE,
 #: scikit-learn's ``binary_log_loss``) or is half the mean square (MSE, its ``squared_loss``),
@@ -60,6 +60,11 @@ def bce_with_logits(prediction, target):
     return prediction.tape.loss(_BCE, prediction, target)
 
 
+def poisson(prediction, target):
+    """Record the Poisson loss of log-rates ``prediction`` against counts, over all elements."""
+    return prediction.tape.loss(_POISSON, prediction, target)
+
+
 def _softmax_ce(logits, targets):
     """Mean cross-entropy under softmax(``logits``) (N, C) of class indices (N,) or (N, 1), or
     of probability rows (N, C)."""
@@ -74,6 +79,10 @@ def _softmax_ce(logits, targets):
 def _class_targets(rng, dims):
     """Class indices (B, 1)."""
     return {1: rng.integers(0, dims["K"], (dims["B"], 1))}
+
+
+def _count_targets(rng, dims):
+    return {1: rng.poisson(2.0, (dims["B"], dims["K"])).astype(np.float64)}
 
 
 def _binary_targets(rng, dims):
@@ -98,11 +107,14 @@ SPECS = (
     OpSpec("BCE_WITH_LOGITS", 2, _LOSS, lambda z, t: np.mean(np.logaddexp(0.0, z) - z * t),
            bce_with_logits, grad_inputs=(0,), aux=_SCALED_LOSS_AUX,
            sample_inputs=_binary_targets),
+    OpSpec("POISSON", 2, _LOSS, lambda z, t: np.mean(np.exp(z) - t * z), poisson,
+           grad_inputs=(0,), aux=_SCALED_LOSS_AUX, input_domain=(-2.0, 2.0),
+           sample_inputs=_count_targets),
 )
 _END = FIRST_OPCODE + len(SPECS)
 
-_softmax_ce_k, _mse_k, _bce_k = (inlined(kl.softmax_ce), inlined(kl.mse),
-                                 inlined(kl.bce_with_logits))
+_softmax_ce_k, _mse_k, _bce_k, _poisson_k = (inlined(kl.softmax_ce), inlined(kl.mse),
+                                             inlined(kl.bce_with_logits), inlined(kl.poisson))
 _counted_rows = inlined(kl.counted_rows)
 
 
@@ -143,6 +155,12 @@ def loss_and_seed(op, pred, target, dpred, mode, write_grad):
         elif op == _BCE:
             loss, correct = _bce_k(pred, target, dpred, 1.0 / per if sklearn else 1.0 / (rows * k),
                                    write_grad, sklearn, wcol)
+            if sklearn:
+                loss *= k
+        elif op == _POISSON:  # (scikit-learn's: summed over the outputs, its deviance terms)
+            loss, correct = _poisson_k(pred, target, dpred,
+                                       1.0 / per if sklearn else 1.0 / (rows * k), write_grad,
+                                       sklearn, wcol)
             if sklearn:
                 loss *= k
         else:

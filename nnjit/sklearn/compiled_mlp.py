@@ -18,7 +18,12 @@ import numpy as np
 
 from nnjit.data.inputs import InputSpec
 from nnjit.train.layout_service import Layout
-from nnjit.losses import SklearnBinaryLogLoss, SklearnLogLoss, SklearnSquaredError
+from nnjit.losses import (
+    SklearnBinaryLogLoss,
+    SklearnLogLoss,
+    SklearnPoissonLoss,
+    SklearnSquaredError,
+)
 from nnjit.nn.activation import ReLU, Sigmoid, Tanh
 from nnjit.nn.linear import Linear
 from nnjit.nn.sequential import Sequential
@@ -28,7 +33,7 @@ HIDDEN_ACTIVATIONS = {"relu": ReLU, "tanh": Tanh, "logistic": Sigmoid, "identity
 
 #: scikit-learn's ``out_activation_`` -> the loss fused with it (the network outputs logits).
 OUTPUT_LOSSES = {"softmax": SklearnLogLoss, "logistic": SklearnBinaryLogLoss,
-                 "identity": SklearnSquaredError}
+                 "identity": SklearnSquaredError, "exp": SklearnPoissonLoss}
 
 
 @dataclass(frozen=True)

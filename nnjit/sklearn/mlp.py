@@ -12,7 +12,7 @@ Beyond scikit-learn's parameters: ``dtype`` (``np.float32``, the default, or ``n
 arena's; with float64 the fit follows scikit-learn's to rounding). ``sample_weight`` weights the
 loss as scikit-learn's. ``solver="lbfgs"`` is scikit-learn's L-BFGS-B whose loss and gradient
 are each one compiled call (:mod:`.lbfgs_fit`). Not supported: MLPRegressor's
-``loss="poisson"`` (it raises a ValueError that says so).
+``loss="poisson"`` with ``early_stopping=True`` (it raises a ValueError that says so).
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ class _CompiledSolver:
 
     def _fit(self, X, y, sample_weight=None, incremental=False):
         name = type(self).__name__
-        if getattr(self, "loss", "squared_error") != "squared_error" and name == "MLPRegressor":
-            raise ValueError(f"{name}: loss={self.loss!r} is not supported by nnjit.sklearn; use "
+        if getattr(self, "loss", None) == "poisson" and self.early_stopping:
+            # (its validation R^2 is no function of the validation loss the compiled loop has)
+            raise ValueError(f"{name}: loss='poisson' with early_stopping=True is not "
+                             "supported by nnjit.sklearn; use early_stopping=False, or "
                              "loss='squared_error'")
         self._arena_dtype = _arena_dtype(self.dtype, name)
         if sample_weight is not None:  # (scikit-learn's check, negative weights refused too)
@@ -134,8 +136,8 @@ class MLPClassifier(_CompiledSolver, _SklearnMLPClassifier):
 
 
 class MLPRegressor(_CompiledSolver, _SklearnMLPRegressor):
-    """scikit-learn's ``MLPRegressor`` (same parameters, defaults and fitted attributes; ``loss``
-    "squared_error" only) trained by nnjit's compiled loop; see :mod:`nnjit.sklearn.mlp`.
+    """scikit-learn's ``MLPRegressor`` (same parameters, defaults and fitted attributes) trained
+    by nnjit's compiled loop; see :mod:`nnjit.sklearn.mlp`.
 
     Args:
         dtype: ``np.float32`` (default) or ``np.float64``: the arena's dtype.

@@ -132,9 +132,9 @@ def test_bad_sample_weight_is_an_error_naming_it(weights, pattern, method):
         getattr(MLPClassifier(**SMALL), method)(X, y, sample_weight=weights, **kw)
 
 
-def test_regressor_refuses_poisson_and_partial_fit_refuses_early_stopping():
-    with pytest.raises(ValueError, match=r"loss='poisson' is not supported"):
-        MLPRegressor(loss="poisson", **SMALL).fit(X, y)
+def test_regressor_refuses_poisson_with_early_stopping_and_partial_fit_early_stopping():
+    with pytest.raises(ValueError, match=r"loss='poisson' with early_stopping=True is not"):
+        MLPRegressor(loss="poisson", early_stopping=True, **SMALL).fit(X, y)
     with pytest.raises(ValueError, match="partial_fit does not support early_stopping"):
         MLPClassifier(**SMALL, early_stopping=True).partial_fit(X, y, classes=[0, 1, 2])
 

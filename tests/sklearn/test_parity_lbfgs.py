@@ -105,6 +105,26 @@ def test_fit_matches_scikit_learn(kind, weighted):
     np.testing.assert_allclose(ours.predict(X), theirs.predict(X), rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("solver", ["lbfgs", "adam", "sgd"])
+def test_poisson_regressor_matches_scikit_learn(solver):
+    """loss="poisson": the exp output and half the Poisson deviance, with any solver."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = rng.poisson(np.exp(0.5 * X[:, 0] + 0.2))
+    kw = {"loss": "poisson", "hidden_layer_sizes": (6,), "max_iter": 25, "alpha": 1e-3,
+          "learning_rate_init": 0.01, "random_state": 0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ours = nks.MLPRegressor(dtype=np.float64, solver=solver, **kw).fit(X, y)
+        theirs = sk.MLPRegressor(solver=solver, **kw).fit(X, y)
+    assert ours.out_activation_ == theirs.out_activation_ == "exp"
+    if solver != "lbfgs":
+        np.testing.assert_allclose(ours.loss_curve_, theirs.loss_curve_, rtol=1e-12)
+        del ours.loss_curve_, theirs.loss_curve_  # (lbfgs fits have none: _assert_same_fit)
+    _assert_same_fit(ours, theirs)
+    np.testing.assert_allclose(ours.predict(X), theirs.predict(X), rtol=1e-10)
+
+
 def test_fit_converged_by_tol_matches_scikit_learn():
     """Iris to convergence (``gtol=tol``): L-BFGS-B stops on its own, before max_iter."""
     X, y = datasets.load_iris(return_X_y=True)
