@@ -7,7 +7,10 @@
 ConvergenceWarning. Each evaluation of the loss and its gradient copies the vector into the
 compiled program's arena and runs the compiled loop's GRADIENT task (forward, loss, backward over
 all rows as one batch, without the GIL); the L2 term (``alpha`` over the rows, or the weight sum)
-is added to both as scikit-learn adds it.
+is added to both as scikit-learn adds it. The evaluations run in float64 whatever the estimator's
+``dtype`` (scikit-learn's own L-BFGS-B computes in float64 from its second evaluation on: scipy
+hands it float64 weights; a float32 loss stops its line search early), and the weights come back
+in ``dtype``.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ class LossGradient:
     gradient a new float64 vector in the packed order."""
 
     def __init__(self, est, X, y, sample_weight, layer_units):
-        dtype = X.dtype
+        dtype = np.dtype(np.float64)
+        X = np.ascontiguousarray(X, dtype=dtype)
         n = X.shape[0]
         self.net = net = CompiledMLP(Structure(tuple(int(u) for u in layer_units),
                                                est.activation, est.out_activation_, dtype, n,
