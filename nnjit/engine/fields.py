@@ -107,7 +107,6 @@ SKLEARN_ADAPTIVE_MIN_LR = 1e-6
     ST_BATCH_LOSS,  # loss sum, correct count and counted rows of the current job
     ST_BATCH_CORRECT,
     ST_BATCH_COUNT,  # rows the loss counted (a graph's masked-out nodes are not counted)
-    ST_BATCH_WEIGHT,  # the current training job's sample-weight sum (0: unweighted)
     ST_TRAIN_LOSS,  # sums over the current epoch
     ST_TRAIN_CORRECT,
     ST_TRAIN_N,
@@ -121,8 +120,8 @@ SKLEARN_ADAPTIVE_MIN_LR = 1e-6
     ST_ACCUM_N,  # minibatches accumulated towards the next step
     ST_BAD_RECORD,  # 1 + the first record whose op found bad input data in this job (0: none)
     ST_ALLREDUCE_NS,  # MPI fits: nanoseconds in the gradients' Allreduce so far (waits included)
-) = range(27)
-STATE_WIDTH = 27
+) = range(26)
+STATE_WIDTH = 26
 
 # History columns (float64, one row per epoch).
 H_EPOCH, H_TRAIN_LOSS, H_TRAIN_ACC, H_VAL_LOSS, H_VAL_ACC, H_LR, H_SECONDS = range(7)

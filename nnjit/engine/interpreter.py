@@ -62,6 +62,7 @@ from nnjit.engine.fields import (
     L_N_TRAINABLE,
     L_OUTPUT,
     L_SCRATCH,
+    L_TARGET,
     ST_ACCUM_N,
     ST_BAD_RECORD,
     ST_BATCH_LOSS,
@@ -95,8 +96,9 @@ from nnjit.kernels._jit import jit
 from nnjit.kernels.clock import monotonic_ns
 from nnjit.kernels.views import borrow
 from nnjit.ops import activations, dense, losses, python_op
+from nnjit.ops.losses import SKLEARN_WEIGHTED
 from nnjit.tape.arena import S_OFFSET
-from nnjit.tape.records import R_OPCODE, R_OUT
+from nnjit.tape.records import R_AUX1, R_OPCODE, R_OUT
 from nnjit.tape.slot_views import slot_flat as _flat
 from nnjit.tape.slot_views import slot_view as _view
 
@@ -183,6 +185,16 @@ def replay(direction, start, stop, ctx, table):
     return st.DONE, stop
 
 
+@jit(inline="always")
+def _weight_sum(targets):
+    """Sum of the last column of ``targets``: a weighted loss's sample weights (float64)."""
+    total = 0.0
+    last = targets.shape[1] - 1
+    for r in range(targets.shape[0]):
+        total += float(targets[r, last])
+    return total
+
+
 @jit
 def _first_nonfinite_op(stop, rows, records, slots, values):
     """Index of the first forward op (< stop) whose output holds NaN/inf, else stop - 1."""
@@ -236,7 +248,7 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
     scratch = grads[slots[layout[L_SCRATCH], S_OFFSET]:]
     loss_op = layout[L_LOSS_OP]
     dense_mode = int(cfg[C_DENSE_MODE])
-    stats = state[ST_BATCH_LOSS : ST_BATCH_LOSS + 4]  # (loss, correct, counted, weight sum)
+    stats = state[ST_BATCH_LOSS : ST_BATCH_LOSS + 3]
     bad_input = state[ST_BAD_RECORD : ST_BAD_RECORD + 1]  # ops report bad data here
     n = X.shape[0]
     n_val = Xv.shape[0] if task == TASK_FIT else 0
@@ -306,7 +318,6 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             stats[0] = 0.0
             stats[1] = 0.0
             stats[2] = 0.0
-            stats[3] = 0.0
             state[ST_DIR] = DIR_FORWARD
             state[ST_CURSOR] = 0
         rows = int(state[ST_ROWS])
@@ -356,8 +367,9 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             if task == TASK_GRADIENT:
                 state[ST_JOB] = -1
                 return st.DONE, -1
-            # (scikit-learn's alpha over the batch's rows, or its weight sum when weighted)
-            per_batch = stats[3] if stats[3] != 0.0 else step_rows
+            per_batch = float(step_rows)
+            if records[loss_op, R_AUX1] == SKLEARN_WEIGHTED:  # (alpha over the weight sum)
+                per_batch = _weight_sum(_view(values, slots, layout[L_TARGET], rows))
             coef = (cfg[C_REG_COEF] / per_batch if cfg[C_REG_PER_BATCH] != 0.0
                     else cfg[C_REG_COEF])
             penalty = ko.l2_penalty(tparams, pgrads, reg_spans, coef) if coef != 0.0 else 0.0

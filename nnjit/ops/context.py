@@ -4,8 +4,7 @@
 dense_mode, bad_input)``: whether this batch trains (dropout draws masks, losses write their
 gradient seed), the batch's row count, the record table, the slot table, the float64
 hyperparameter table, the value and gradient arenas, the model's RNG state, a scratch span of the
-gradient arena, the program's graph data, the current job's (loss sum, correct, counted, weight
-sum), the BLAS
+gradient arena, the program's graph data, the current job's (loss sum, correct, counted), the BLAS
 kernel mode and the one-element bad-input field (:func:`report_bad_input`).
 Family dispatchers read it through the accessors below (all inlined), never by position.
 """

@@ -37,9 +37,9 @@ _SOFTMAX_CE, _MSE, _BCE, _POISSON = range(FIRST_OPCODE, FIRST_OPCODE + 4)
 SKLEARN_SCALING = 2
 #: aux1 of loss records: scikit-learn's scaling with ``sample_weight``: the targets' last column
 #: holds each row's weight. A training batch's loss is its weighted mean times its rows, its
-#: gradient seed ``w (prediction - target) / sum(w)``, and the weight sum goes to the job's
-#: statistics (scikit-learn's L2 penalty divides by it); evaluation sums the weighted loss and
+#: gradient seed ``w (prediction - target) / sum(w)``; evaluation sums the weighted loss and
 #: correct count and counts the weight sum as the rows (scikit-learn's weighted scores).
+#: The compiled loop's L2 penalty divides alpha by the batch's weight sum for such a record.
 SKLEARN_WEIGHTED = 3
 
 
@@ -120,14 +120,14 @@ _counted_rows = inlined(kl.counted_rows)
 
 @jit
 def loss_and_seed(op, pred, target, dpred, mode, write_grad):
-    """(loss_sum, n_correct, n_counted, weight_sum) of loss ``op`` (its opcode) of ``pred``
-    (B, K) against ``target``; writes the gradient seed into ``dpred`` when ``write_grad`` (mean
-    over the counted rows, over all their elements for MSE/BCE unless ``mode`` is
-    SKLEARN_SCALING). ``mode`` is the record's aux1: for cross-entropy 1 when the targets are
-    class indices (SKLEARN_SCALING: class indices, scikit-learn's clipped loss; SKLEARN_WEIGHTED:
-    the same with the weights in the targets' last column, see there). ``weight_sum`` is 0.0
-    unless a training batch is weighted. Class-index rows below 0 are ignored (a graph's
-    unmasked nodes). ``n_counted`` is -1, nothing computed, when ``op`` is no loss."""
+    """(loss_sum, n_correct, n_counted) of loss ``op`` (its opcode) of ``pred`` (B, K) against
+    ``target``; writes the gradient seed into ``dpred`` when ``write_grad`` (mean over the
+    counted rows, over all their elements for MSE/BCE unless ``mode`` is SKLEARN_SCALING).
+    ``mode`` is the record's aux1: for cross-entropy 1 when the targets are class indices
+    (SKLEARN_SCALING: class indices, scikit-learn's clipped loss; SKLEARN_WEIGHTED: the same
+    with the weights in the targets' last column, see there).
+    Class-index rows below 0 are ignored (a graph's unmasked nodes). ``n_counted`` is -1,
+    nothing computed, when ``op`` is no loss."""
     rows = pred.shape[0]
     weighted = mode == SKLEARN_WEIGHTED
     sklearn = mode == SKLEARN_SCALING or weighted
@@ -164,12 +164,12 @@ def loss_and_seed(op, pred, target, dpred, mode, write_grad):
             if sklearn:
                 loss *= k
         else:
-            return 0.0, 0.0, -1.0, 0.0
+            return 0.0, 0.0, -1.0
     if not weighted:
-        return loss, correct, float(counted), 0.0
+        return loss, correct, float(counted)
     if write_grad:  # scikit-learn's batch loss (a weighted mean) counted for each row
-        return loss / weights * rows, correct, float(rows), weights
-    return loss, correct, weights, 0.0
+        return loss / weights * rows, correct, float(rows)
+    return loss, correct, weights
 
 
 @dispatcher
@@ -180,7 +180,7 @@ def forward(op, i, ctx):
         slots = ctx[CTX_SLOTS]
         rows = ctx[CTX_ROWS]
         a = records[i, R_IN0]
-        loss, correct, counted, weights = loss_and_seed(
+        loss, correct, counted = loss_and_seed(
             op, slot_view(ctx[CTX_VALUES], slots, a, rows),
             slot_view(ctx[CTX_VALUES], slots, records[i, R_IN1], rows),
             slot_view(ctx[CTX_GRADS], slots, a, rows), records[i, R_AUX1], ctx[CTX_TRAINING])
@@ -188,7 +188,6 @@ def forward(op, i, ctx):
         stats[0] += loss
         stats[1] += correct
         stats[2] += counted
-        stats[3] += weights
         handled = counted >= 0
     return handled
 

@@ -47,7 +47,7 @@ def test_loss_and_seed_refuses_a_non_loss():
     pred, target, dpred = np.ones((2, 3)), np.zeros((2, 3)), np.full((2, 3), 5.0)
     assert losses.loss_and_seed(int(Opcode.DENSE), pred, target, dpred, 0, True)[2] == -1
     assert (dpred == 5.0).all()
-    loss, _, counted, _ = losses.loss_and_seed(int(Opcode.MSE), pred, target, dpred, 0, True)
+    loss, _, counted = losses.loss_and_seed(int(Opcode.MSE), pred, target, dpred, 0, True)
     assert counted == 2 and loss == pytest.approx(2.0)  # per-row means, summed
     np.testing.assert_allclose(dpred, 2.0 / 6)
 
