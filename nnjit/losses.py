@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from nnjit.data.loader import all_finite, to_arena
-from nnjit.ops.losses import SKLEARN_SCALING
+from nnjit.ops.losses import SKLEARN_SCALING, SKLEARN_WEIGHTED
 from nnjit.ops.opcodes import Opcode
 from nnjit.tape.tape import Tape, Tensor
 
@@ -143,32 +143,57 @@ class BCEWithLogitsLoss(Loss):
         return y
 
 
-class SklearnLogLoss(CrossEntropyLoss):
+class _SklearnScaled:
+    """scikit-learn's MLP losses: ``weighted`` when the targets' last column holds each row's
+    ``sample_weight`` (the loss, its gradient and the L2 penalty weighted as scikit-learn's)."""
+
+    def __init__(self, weighted: bool = False):
+        self.weighted = bool(weighted)
+
+    def record(self, tape, prediction, target):
+        return tape.loss(self.opcode, prediction, target,
+                         aux=(SKLEARN_WEIGHTED if self.weighted else SKLEARN_SCALING,))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(weighted={self.weighted})"
+
+
+class SklearnLogLoss(_SklearnScaled, CrossEntropyLoss):
     """scikit-learn's ``log_loss`` of ``MLPClassifier``'s softmax outputs (class indices): the
     cross-entropy of each row with p clipped to [eps, 1 - eps] (the float's machine epsilon) as
     scikit-learn counts it; the gradient is the unclipped ``softmax - one_hot`` over N."""
 
-    def record(self, tape, prediction, target):
-        return tape.loss(self.opcode, prediction, target, aux=(SKLEARN_SCALING,))
 
-
-class SklearnSquaredError(MSELoss):
+class SklearnSquaredError(_SklearnScaled, MSELoss):
     """scikit-learn's ``MLPRegressor`` loss: half the mean squared error, ``0.5 * mean((p -
     t)^2)``, with its gradient seed ``(p - t) / N`` (not divided by the number of outputs, as
     scikit-learn's backpropagation)."""
 
-    def record(self, tape, prediction, target):
-        return tape.loss(self.opcode, prediction, target, aux=(SKLEARN_SCALING,))
 
-
-class SklearnBinaryLogLoss(BCEWithLogitsLoss):
+class SklearnBinaryLogLoss(_SklearnScaled, BCEWithLogitsLoss):
     """scikit-learn's ``binary_log_loss`` of ``MLPClassifier``'s logistic outputs (binary and
     multi-label targets): binary cross-entropy summed over the outputs, averaged over the rows,
     each element's p clipped to [eps, 1 - eps] as scikit-learn counts it, gradient seed
     ``(sigmoid(z) - t) / N``."""
 
-    def record(self, tape, prediction, target):
-        return tape.loss(self.opcode, prediction, target, aux=(SKLEARN_SCALING,))
+
+class PoissonLoss(MSELoss):
+    """Poisson loss of log-rates (the model outputs log(rate)): mean over all elements of
+    ``exp(z) - t z`` (PyTorch's ``PoissonNLLLoss(log_input=True)``); targets are counts >= 0."""
+
+    opcode = Opcode.POISSON
+
+    def prepare_targets(self, y, n_outputs, dtype, where):
+        y = MSELoss.prepare_targets(self, y, n_outputs, dtype, where)
+        if y.size and y.min() < 0:
+            raise ValueError(f"{where}: Poisson targets must be >= 0, got minimum {y.min()}")
+        return y
+
+
+class SklearnPoissonLoss(_SklearnScaled, PoissonLoss):
+    """scikit-learn's ``MLPRegressor(loss="poisson")`` loss of its log-link output: half the
+    Poisson deviance summed over the outputs, averaged over the rows (its ``poisson_loss``),
+    gradient seed ``(exp(z) - t) / N``."""
 
 
 LOSSES = {

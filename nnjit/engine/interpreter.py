@@ -62,6 +62,7 @@ from nnjit.engine.fields import (
     L_N_TRAINABLE,
     L_OUTPUT,
     L_SCRATCH,
+    L_TARGET,
     ST_ACCUM_N,
     ST_BAD_RECORD,
     ST_BATCH_LOSS,
@@ -95,8 +96,9 @@ from nnjit.kernels._jit import jit
 from nnjit.kernels.clock import monotonic_ns
 from nnjit.kernels.views import borrow
 from nnjit.ops import activations, dense, losses, python_op
+from nnjit.ops.losses import SKLEARN_WEIGHTED
 from nnjit.tape.arena import S_OFFSET
-from nnjit.tape.records import R_OPCODE, R_OUT
+from nnjit.tape.records import R_AUX1, R_OPCODE, R_OUT
 from nnjit.tape.slot_views import slot_flat as _flat
 from nnjit.tape.slot_views import slot_view as _view
 
@@ -181,6 +183,16 @@ def replay(direction, start, stop, ctx, table):
             if not handled:
                 return st.UNKNOWN_OPCODE, i
     return st.DONE, stop
+
+
+@jit(inline="always")
+def _weight_sum(targets):
+    """Sum of the last column of ``targets``: a weighted loss's sample weights (float64)."""
+    total = 0.0
+    last = targets.shape[1] - 1
+    for r in range(targets.shape[0]):
+        total += float(targets[r, last])
+    return total
 
 
 @jit
@@ -355,7 +367,10 @@ def execute(task, records, slots, hyper, values, grads, rng, layout, X, Y, Xv, Y
             if task == TASK_GRADIENT:
                 state[ST_JOB] = -1
                 return st.DONE, -1
-            coef = (cfg[C_REG_COEF] / step_rows if cfg[C_REG_PER_BATCH] != 0.0
+            per_batch = float(step_rows)
+            if records[loss_op, R_AUX1] == SKLEARN_WEIGHTED:  # (alpha over the weight sum)
+                per_batch = _weight_sum(_view(values, slots, layout[L_TARGET], rows))
+            coef = (cfg[C_REG_COEF] / per_batch if cfg[C_REG_PER_BATCH] != 0.0
                     else cfg[C_REG_COEF])
             penalty = ko.l2_penalty(tparams, pgrads, reg_spans, coef) if coef != 0.0 else 0.0
             group = int(cfg[C_ACCUM_STEPS])

@@ -8,6 +8,9 @@ Conventions shared by every loss kernel:
 - The gradient is written (not accumulated) and multiplied by ``inv_scale`` (a Python float: the
   caller passes ``1/b`` for cross-entropy, ``1/(b*k)`` for MSE and BCE, which reproduces PyTorch's
   ``reduction='mean'``). With ``write_grad=False`` (evaluation) the gradient array is not touched.
+- ``wcol`` >= 0: column ``wcol`` of ``targets`` holds each row's weight (scikit-learn's
+  ``sample_weight``): the row's loss, gradient and correct count are multiplied by it, and
+  ``n_correct`` is the weighted count. -1 (the default): every row weighs 1.
 - Scalars are cast to the array dtype before the loops: a float literal would promote float32
   arithmetic to float64 (3.6x slower). Loss sums are accumulated in float64, with explicit
   ``float()`` so that the NUMBA_DISABLE_JIT run (NumPy scalars, NEP 50) does the same.
@@ -56,16 +59,17 @@ def _clip_bounds_overload(dtype):
 
 
 @jit
-def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad, clip=False):
+def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad, clip=False,
+               wcol=-1):
     """Softmax cross-entropy and its gradient (softmax - target) * inv_scale.
 
     logits: (b, k); targets: (b, 1) class indices stored as floats if ``target_is_index``, else
     (b, k) one-hot or probabilities; dlogits: (b, k) written if ``write_grad``.
     A negative class index marks a row to ignore (PyTorch's ``ignore_index``, used for the nodes
     outside a graph's mask): it adds nothing to the sums and gets a zero gradient row.
-    Returns (loss_sum: float64, n_correct: int64), n_correct counting rows whose logits argmax
-    equals the target class (argmax of the target row for probability targets).
-    ``clip`` (class indices only): each row's loss as scikit-learn's ``log_loss`` counts it, p
+    Returns (loss_sum: float64, n_correct: float64), n_correct counting rows whose logits argmax
+    equals the target class (argmax of the target row for probability targets); ``wcol``: see
+    the module doc. ``clip`` (class indices only): each row's loss as scikit-learn's ``log_loss`` counts it, p
     clipped to [eps, 1 - eps] (the dtype's machine epsilon; the gradient is not clipped).
     """
     b, k = logits.shape
@@ -74,7 +78,7 @@ def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad,
     one = logits.dtype.type(1.0)
     scale = logits.dtype.type(inv_scale)
     loss_sum = 0.0
-    n_correct = 0
+    n_correct = 0.0
     for i in range(b):
         if target_is_index and targets[i, 0] < zero:
             if write_grad:
@@ -92,26 +96,28 @@ def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad,
             s = _row_sum_exp(logits, i, m)
         # log-sum-exp with the max taken out: exp never overflows, log(s) >= 0.
         lse = m + math.log(s)
+        w = float(targets[i, wcol]) if wcol >= 0 else 1.0
         if target_is_index:
             cls = int(targets[i, 0])
             row = float(lse) - float(logits[i, cls])
-            loss_sum += min(max(row, low), high) if clip else row
+            loss_sum += w * (min(max(row, low), high) if clip else row)
         else:
             _, cls = _row_max_argmax(targets, i)
             row = 0.0
             for j in range(k):
                 row += float(targets[i, j]) * (float(lse) - float(logits[i, j]))
-            loss_sum += row
+            loss_sum += w * row
         if pred == cls:
-            n_correct += 1
+            n_correct += w
         if write_grad:
             inv_s = one / s
+            row_scale = scale * targets[i, wcol] if wcol >= 0 else scale
             for j in range(k):
                 if target_is_index:
                     t = one if j == cls else zero
                 else:
                     t = targets[i, j]
-                dlogits[i, j] = (dlogits[i, j] * inv_s - t) * scale
+                dlogits[i, j] = (dlogits[i, j] * inv_s - t) * row_scale
     return loss_sum, n_correct
 
 
@@ -127,31 +133,36 @@ def counted_rows(targets):
 
 
 @jit
-def mse(pred, targets, dpred, inv_scale, write_grad):
+def mse(pred, targets, dpred, inv_scale, write_grad, wcol=-1):
     """Mean squared error (mean over k per row, summed over rows) and gradient 2*(p-t)*inv_scale.
 
-    pred, targets, dpred: (b, k). Returns (loss_sum: float64, n_correct: int64 = 0).
+    pred, dpred: (b, k); targets (b, k), or (b, k + 1) with the weights in column ``wcol`` = k.
+    Returns (loss_sum: float64, n_correct: float64 = 0).
     """
     b, k = pred.shape
     two_scale = pred.dtype.type(2.0 * inv_scale)
     total = 0.0
     for i in range(b):
+        row = 0.0
+        row_scale = two_scale * targets[i, wcol] if wcol >= 0 else two_scale
         for j in range(k):
             d = pred[i, j] - targets[i, j]
             dd = float(d)
-            total += dd * dd
+            row += dd * dd
             if write_grad:
-                dpred[i, j] = d * two_scale
-    return total / k, 0
+                dpred[i, j] = d * row_scale
+        total += float(targets[i, wcol]) * row if wcol >= 0 else row
+    return total / k, 0.0
 
 
 @jit
-def bce_with_logits(logits, targets, dlogits, inv_scale, write_grad, clip=False):
+def bce_with_logits(logits, targets, dlogits, inv_scale, write_grad, clip=False, wcol=-1):
     """Binary cross-entropy on logits (mean over k per row, summed over rows), gradient
     (sigmoid(x) - t) * inv_scale.
 
-    logits, targets, dlogits: (b, k). Returns (loss_sum: float64, n_correct: int64), n_correct
-    counting rows where every (x > 0) equals (t > 0.5). ``clip``: each element's loss as
+    logits, dlogits: (b, k); targets (b, k), or (b, k + 1) with the weights in column ``wcol``
+    = k. Returns (loss_sum: float64, n_correct: float64), n_correct counting rows where every
+    (x > 0) equals (t > 0.5). ``clip``: each element's loss as
     scikit-learn's ``binary_log_loss`` of 0/1 targets counts it (see softmax_ce).
     """
     b, k = logits.shape
@@ -161,24 +172,62 @@ def bce_with_logits(logits, targets, dlogits, inv_scale, write_grad, clip=False)
     half = logits.dtype.type(0.5)
     scale = logits.dtype.type(inv_scale)
     total = 0.0
-    n_correct = 0
+    n_correct = 0.0
     for i in range(b):
         row_ok = True
+        row = 0.0
+        w = float(targets[i, wcol]) if wcol >= 0 else 1.0
+        row_scale = scale * targets[i, wcol] if wcol >= 0 else scale
         for j in range(k):
             x = logits[i, j]
             t = targets[i, j]
             # exp(-|x|) <= 1: no overflow in the loss nor in either branch of the sigmoid.
             e = math.exp(-abs(x))
             element = float(max(x, zero) - x * t + math.log1p(e))
-            total += min(max(element, low), high) if clip else element
+            row += min(max(element, low), high) if clip else element
             if (x > zero) != (t > half):
                 row_ok = False
             if write_grad:
                 sig = one / (one + e) if x >= zero else e / (one + e)
-                dlogits[i, j] = (sig - t) * scale
+                dlogits[i, j] = (sig - t) * row_scale
+        total += w * row
         if row_ok:
-            n_correct += 1
+            n_correct += w
     return total / k, n_correct
+
+
+@jit
+def poisson(logits, targets, dlogits, inv_scale, write_grad, full=False, wcol=-1):
+    """Poisson loss of log-rates ``logits`` (the prediction is exp(logits)) against counts
+    (mean over k per row, summed over rows): exp(x) - t x per element (PyTorch's
+    ``PoissonNLLLoss(log_input=True)``), with ``full`` the deviance half scikit-learn's
+    ``poisson_loss`` counts, xlogy(t, t / exp(x)) - t + exp(x); gradient (exp(x) - t) *
+    inv_scale either way.
+
+    logits, dlogits: (b, k); targets (b, k), or (b, k + 1) with the weights in column ``wcol``
+    = k. Returns (loss_sum: float64, n_correct: float64 = 0).
+    """
+    b, k = logits.shape
+    zero = logits.dtype.type(0.0)
+    scale = logits.dtype.type(inv_scale)
+    total = 0.0
+    for i in range(b):
+        row = 0.0
+        row_scale = scale * targets[i, wcol] if wcol >= 0 else scale
+        for j in range(k):
+            x = logits[i, j]
+            t = targets[i, j]
+            p = math.exp(x)
+            element = float(p) - float(t) * float(x)
+            if full:
+                element -= float(t)
+                if t > zero:
+                    element += float(t) * math.log(float(t))
+            row += element
+            if write_grad:
+                dlogits[i, j] = (p - t) * row_scale
+        total += float(targets[i, wcol]) * row if wcol >= 0 else row
+    return total / k, 0.0
 
 
 @jit

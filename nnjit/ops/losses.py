@@ -27,7 +27,7 @@ from nnjit.tape.records import R_AUX1, R_IN0, R_IN1
 from nnjit.tape.slot_views import slot_view
 
 FIRST_OPCODE = 40
-_SOFTMAX_CE, _MSE, _BCE = range(FIRST_OPCODE, FIRST_OPCODE + 3)
+_SOFTMAX_CE, _MSE, _BCE, _POISSON = range(FIRST_OPCODE, FIRST_OPCODE + 4)
 
 #: aux1 of loss records: scikit-learn's MLP losses. The loss sums over the outputs (BCE,
 #: scikit-learn's ``binary_log_loss``) or is half the mean square (MSE, its ``squared_loss``),
@@ -35,6 +35,12 @@ _SOFTMAX_CE, _MSE, _BCE = range(FIRST_OPCODE, FIRST_OPCODE + 3)
 #: scikit-learn's ``delta = activations[-1] - y`` divided by the batch size, and the log losses
 #: (BCE; cross-entropy of class indices) count p clipped to [eps, 1 - eps] as scikit-learn does.
 SKLEARN_SCALING = 2
+#: aux1 of loss records: scikit-learn's scaling with ``sample_weight``: the targets' last column
+#: holds each row's weight. A training batch's loss is its weighted mean times its rows, its
+#: gradient seed ``w (prediction - target) / sum(w)``; evaluation sums the weighted loss and
+#: correct count and counts the weight sum as the rows (scikit-learn's weighted scores).
+#: The compiled loop's L2 penalty divides alpha by the batch's weight sum for such a record.
+SKLEARN_WEIGHTED = 3
 
 
 def softmax_ce(prediction, target):
@@ -54,6 +60,11 @@ def bce_with_logits(prediction, target):
     return prediction.tape.loss(_BCE, prediction, target)
 
 
+def poisson(prediction, target):
+    """Record the Poisson loss of log-rates ``prediction`` against counts, over all elements."""
+    return prediction.tape.loss(_POISSON, prediction, target)
+
+
 def _softmax_ce(logits, targets):
     """Mean cross-entropy under softmax(``logits``) (N, C) of class indices (N,) or (N, 1), or
     of probability rows (N, C)."""
@@ -68,6 +79,10 @@ def _softmax_ce(logits, targets):
 def _class_targets(rng, dims):
     """Class indices (B, 1)."""
     return {1: rng.integers(0, dims["K"], (dims["B"], 1))}
+
+
+def _count_targets(rng, dims):
+    return {1: rng.poisson(2.0, (dims["B"], dims["K"])).astype(np.float64)}
 
 
 def _binary_targets(rng, dims):
@@ -92,11 +107,14 @@ SPECS = (
     OpSpec("BCE_WITH_LOGITS", 2, _LOSS, lambda z, t: np.mean(np.logaddexp(0.0, z) - z * t),
            bce_with_logits, grad_inputs=(0,), aux=_SCALED_LOSS_AUX,
            sample_inputs=_binary_targets),
+    OpSpec("POISSON", 2, _LOSS, lambda z, t: np.mean(np.exp(z) - t * z), poisson,
+           grad_inputs=(0,), aux=_SCALED_LOSS_AUX, input_domain=(-2.0, 2.0),
+           sample_inputs=_count_targets),
 )
 _END = FIRST_OPCODE + len(SPECS)
 
-_softmax_ce_k, _mse_k, _bce_k = (inlined(kl.softmax_ce), inlined(kl.mse),
-                                 inlined(kl.bce_with_logits))
+_softmax_ce_k, _mse_k, _bce_k, _poisson_k = (inlined(kl.softmax_ce), inlined(kl.mse),
+                                             inlined(kl.bce_with_logits), inlined(kl.poisson))
 _counted_rows = inlined(kl.counted_rows)
 
 
@@ -106,31 +124,52 @@ def loss_and_seed(op, pred, target, dpred, mode, write_grad):
     ``target``; writes the gradient seed into ``dpred`` when ``write_grad`` (mean over the
     counted rows, over all their elements for MSE/BCE unless ``mode`` is SKLEARN_SCALING).
     ``mode`` is the record's aux1: for cross-entropy 1 when the targets are class indices
-    (SKLEARN_SCALING: class indices, scikit-learn's clipped loss).
+    (SKLEARN_SCALING: class indices, scikit-learn's clipped loss; SKLEARN_WEIGHTED: the same
+    with the weights in the targets' last column, see there).
     Class-index rows below 0 are ignored (a graph's unmasked nodes). ``n_counted`` is -1,
     nothing computed, when ``op`` is no loss."""
     rows = pred.shape[0]
-    sklearn = mode == SKLEARN_SCALING
+    weighted = mode == SKLEARN_WEIGHTED
+    sklearn = mode == SKLEARN_SCALING or weighted
+    wcol = target.shape[1] - 1 if weighted else -1
+    weights = 0.0
+    if weighted:
+        for i in range(rows):
+            weights += float(target[i, wcol])
+    # (scikit-learn divides the weighted sums by the weight sum where it divides by the rows)
+    per = weights if weighted else float(rows)
     if op == _SOFTMAX_CE:
         target_is_index = mode == 1 or sklearn
         counted = _counted_rows(target) if target_is_index else rows
         loss, correct = _softmax_ce_k(pred, target, dpred, target_is_index,
-                                      1.0 / max(counted, 1), write_grad, sklearn)
-        return loss, correct, counted
-    k = pred.shape[1]
-    if op == _MSE:  # (the kernel's gradient is 2 * scale * (p - t): half of 1/rows)
-        loss, correct = _mse_k(pred, target, dpred, 0.5 / rows if sklearn else 1.0 / (rows * k),
-                               write_grad)
-        if sklearn:
-            loss *= 0.5
-    elif op == _BCE:
-        loss, correct = _bce_k(pred, target, dpred, 1.0 / rows if sklearn else 1.0 / (rows * k),
-                               write_grad, sklearn)
-        if sklearn:
-            loss *= k
+                                      1.0 / (per if weighted else max(counted, 1)),
+                                      write_grad, sklearn, wcol)
     else:
-        return 0.0, 0.0, -1
-    return loss, correct, rows
+        k = pred.shape[1]
+        counted = rows
+        if op == _MSE:  # (the kernel's gradient is 2 * scale * (p - t): half of 1/rows)
+            loss, correct = _mse_k(pred, target, dpred,
+                                   0.5 / per if sklearn else 1.0 / (rows * k), write_grad, wcol)
+            if sklearn:
+                loss *= 0.5
+        elif op == _BCE:
+            loss, correct = _bce_k(pred, target, dpred, 1.0 / per if sklearn else 1.0 / (rows * k),
+                                   write_grad, sklearn, wcol)
+            if sklearn:
+                loss *= k
+        elif op == _POISSON:  # (scikit-learn's: summed over the outputs, its deviance terms)
+            loss, correct = _poisson_k(pred, target, dpred,
+                                       1.0 / per if sklearn else 1.0 / (rows * k), write_grad,
+                                       sklearn, wcol)
+            if sklearn:
+                loss *= k
+        else:
+            return 0.0, 0.0, -1.0
+    if not weighted:
+        return loss, correct, float(counted)
+    if write_grad:  # scikit-learn's batch loss (a weighted mean) counted for each row
+        return loss / weights * rows, correct, float(rows)
+    return loss, correct, weights
 
 
 @dispatcher

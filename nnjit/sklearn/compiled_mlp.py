@@ -18,7 +18,12 @@ import numpy as np
 
 from nnjit.data.inputs import InputSpec
 from nnjit.train.layout_service import Layout
-from nnjit.losses import SklearnBinaryLogLoss, SklearnLogLoss, SklearnSquaredError
+from nnjit.losses import (
+    SklearnBinaryLogLoss,
+    SklearnLogLoss,
+    SklearnPoissonLoss,
+    SklearnSquaredError,
+)
 from nnjit.nn.activation import ReLU, Sigmoid, Tanh
 from nnjit.nn.linear import Linear
 from nnjit.nn.sequential import Sequential
@@ -28,7 +33,7 @@ HIDDEN_ACTIVATIONS = {"relu": ReLU, "tanh": Tanh, "logistic": Sigmoid, "identity
 
 #: scikit-learn's ``out_activation_`` -> the loss fused with it (the network outputs logits).
 OUTPUT_LOSSES = {"softmax": SklearnLogLoss, "logistic": SklearnBinaryLogLoss,
-                 "identity": SklearnSquaredError}
+                 "identity": SklearnSquaredError, "exp": SklearnPoissonLoss}
 
 
 @dataclass(frozen=True)
@@ -40,11 +45,13 @@ class Structure:
     out_activation: str
     dtype: np.dtype
     batch_size: int  # the largest batch the arena holds (training and validation batches)
+    weighted: bool = False  # the targets end with a sample_weight column
 
     @property
     def target_cols(self) -> int:
-        """Class indices (one column) under softmax, else one column per output."""
-        return 1 if self.out_activation == "softmax" else self.layer_units[-1]
+        """Class indices (one column) under softmax, else one column per output; then the
+        weight column when ``weighted``."""
+        return (1 if self.out_activation == "softmax" else self.layer_units[-1]) + self.weighted
 
 
 class CompiledMLP:
@@ -65,7 +72,8 @@ class CompiledMLP:
             hidden = HIDDEN_ACTIVATIONS[s.activation]
             if i < len(s.layer_units) - 2 and hidden is not None:
                 modules.append(hidden())
-        layout = Layout(Sequential(*modules), OUTPUT_LOSSES[s.out_activation](),
+        loss = OUTPUT_LOSSES[s.out_activation](weighted=s.weighted)
+        layout = Layout(Sequential(*modules), loss,
                         (InputSpec((s.layer_units[0],)),), s.batch_size, s.dtype)
         self.program = program = layout.program(s.target_cols, seed=0)
         linears = [(path, m) for path, m in layout.walk.modules if isinstance(m, Linear)]
@@ -73,7 +81,20 @@ class CompiledMLP:
         self.biases = [m.bias.data for _, m in linears]
         spans = [layout.param_spans[f"{path}.weight"] for path, _ in linears]
         self.reg_spans = np.array(spans, dtype=np.int64).reshape(-1, 2)
+        self._bias_offsets = [layout.param_spans[f"{path}.bias"][0] for path, _ in linears]
         self.best = np.empty(program.n_params, dtype=s.dtype)  # the best-weights snapshot
+
+    def packed_order(self) -> np.ndarray:
+        """The arena position of each entry of scikit-learn's packed parameter vector (every
+        ``coefs_[i]`` raveled, then every ``intercepts_[i]``): ``values[order]`` is the vector
+        and ``grads[order]`` its gradient (an arena weight is ``coefs_[i].T``)."""
+        parts = []
+        for (offset, _), w in zip(self.reg_spans.tolist(), self.weights):
+            fan_out, fan_in = w.shape  # coefs_[i][a, b] is the arena's w[b, a]
+            parts.append((offset + np.arange(fan_out * fan_in).reshape(fan_out, fan_in).T).ravel())
+        for offset, b in zip(self._bias_offsets, self.biases):
+            parts.append(offset + np.arange(b.size))
+        return np.concatenate(parts).astype(np.int64)
 
     def load(self, coefs, intercepts) -> None:
         """Copy scikit-learn's ``coefs_`` / ``intercepts_`` into the arena."""

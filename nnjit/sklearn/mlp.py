@@ -9,9 +9,10 @@ the import, keep the code::
     from nnjit.sklearn import MLPClassifier  # was: from sklearn.neural_network import ...
 
 Beyond scikit-learn's parameters: ``dtype`` (``np.float32``, the default, or ``np.float64``: the
-arena's; with float64 the fit follows scikit-learn's to rounding). Not supported: the "lbfgs"
-solver, ``sample_weight``, and MLPRegressor's ``loss="poisson"`` (each raises a ValueError that
-says so).
+arena's; with float64 the fit follows scikit-learn's to rounding). ``sample_weight`` weights the
+loss as scikit-learn's. ``solver="lbfgs"`` is scikit-learn's L-BFGS-B whose loss and gradient
+are each one compiled call (:mod:`.lbfgs_fit`). Not supported: MLPRegressor's
+``loss="poisson"`` with ``early_stopping=True`` (it raises a ValueError that says so).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import scipy.sparse as sp
 from sklearn.neural_network import MLPClassifier as _SklearnMLPClassifier
 from sklearn.neural_network import MLPRegressor as _SklearnMLPRegressor
 from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import _check_sample_weight
 
 from nnjit.dtypes import SUPPORTED_DTYPES
+from nnjit.sklearn.lbfgs_fit import fit_lbfgs
 from nnjit.sklearn.stochastic_fit import fit_stochastic
 
 __all__ = ["MLPClassifier", "MLPRegressor"]
@@ -35,21 +38,19 @@ def _stochastic_solver(est) -> bool:
 
 class _CompiledSolver:
     """What both estimators change in scikit-learn's: the checks up front, the arena dtype of
-    X, and the stochastic solver."""
+    X, and the solvers."""
 
     def _fit(self, X, y, sample_weight=None, incremental=False):
         name = type(self).__name__
-        if self.solver == "lbfgs":
-            raise ValueError(f"{name}: solver='lbfgs' is not supported by nnjit.sklearn; use "
-                             "solver='adam' or solver='sgd' (or sklearn.neural_network."
-                             f"{name} for L-BFGS)")
-        if sample_weight is not None:
-            raise ValueError(f"{name}.fit: sample_weight is not supported by nnjit.sklearn")
-        if getattr(self, "loss", "squared_error") != "squared_error" and name == "MLPRegressor":
-            raise ValueError(f"{name}: loss={self.loss!r} is not supported by nnjit.sklearn; use "
+        if getattr(self, "loss", None) == "poisson" and self.early_stopping:
+            # (its validation R^2 is no function of the validation loss the compiled loop has)
+            raise ValueError(f"{name}: loss='poisson' with early_stopping=True is not "
+                             "supported by nnjit.sklearn; use early_stopping=False, or "
                              "loss='squared_error'")
         self._arena_dtype = _arena_dtype(self.dtype, name)
-        return super()._fit(X, y, sample_weight=None, incremental=incremental)
+        if sample_weight is not None:  # (scikit-learn's check, negative weights refused too)
+            sample_weight = _check_sample_weight(sample_weight, X, ensure_non_negative=True)
+        return super()._fit(X, y, sample_weight=sample_weight, incremental=incremental)
 
     def _validate_input(self, X, y, incremental, reset):
         X, y = super()._validate_input(X, y, incremental, reset)
@@ -62,7 +63,20 @@ class _CompiledSolver:
         if any(c.dtype != X.dtype for c in self.coefs_):  # (warm start after a dtype change)
             self.coefs_ = [c.astype(X.dtype) for c in self.coefs_]
             self.intercepts_ = [b.astype(X.dtype) for b in self.intercepts_]
-        fit_stochastic(self, X, y.reshape(len(y), -1), incremental)
+        fit_stochastic(self, X, y.reshape(len(y), -1), incremental, sample_weight)
+
+    def _fit_lbfgs(self, X, y, sample_weight, activations, deltas, coef_grads, intercept_grads,
+                   layer_units):
+        if any(c.dtype != X.dtype for c in self.coefs_):  # (warm start after a dtype change)
+            self.coefs_ = [c.astype(X.dtype) for c in self.coefs_]
+            self.intercepts_ = [b.astype(X.dtype) for b in self.intercepts_]
+        fitted = [self.coefs_[0].shape[0], *(c.shape[1] for c in self.coefs_)]
+        if fitted != list(layer_units):  # (scikit-learn fails to reshape them, as here)
+            raise ValueError(f"{type(self).__name__}: warm_start=True with solver='lbfgs' needs "
+                             f"the fitted layer sizes {fitted[1:-1]}; hidden_layer_sizes is "
+                             f"now {self.hidden_layer_sizes} (set warm_start=False to fit a "
+                             "new network)")
+        fit_lbfgs(self, X, y.reshape(len(y), -1), sample_weight, layer_units)
 
 
 def _arena_dtype(dtype, name: str) -> np.dtype:
@@ -85,7 +99,7 @@ class MLPClassifier(_CompiledSolver, _SklearnMLPClassifier):
     Args:
         dtype: ``np.float32`` (default) or ``np.float64``: the arena's dtype. With float64 and
             the same ``random_state``, ``loss_curve_`` and ``n_iter_`` follow scikit-learn's.
-        others: as :class:`sklearn.neural_network.MLPClassifier` (``solver`` "adam" or "sgd").
+        others: as :class:`sklearn.neural_network.MLPClassifier`.
     """
 
     _parameter_constraints = {**_SklearnMLPClassifier._parameter_constraints, **_CONSTRAINTS}
@@ -108,24 +122,26 @@ class MLPClassifier(_CompiledSolver, _SklearnMLPClassifier):
             max_fun=max_fun)
         self.dtype = dtype
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the model to X (n_samples, n_features) and the labels y (n_samples,), or the
-        multi-label indicator matrix (n_samples, n_labels). Returns self."""
-        return super().fit(X, y)
+        multi-label indicator matrix (n_samples, n_labels); ``sample_weight`` (n_samples,)
+        weights each row's loss as scikit-learn's (None: equal weights). Returns self."""
+        return super().fit(X, y, sample_weight=sample_weight)
 
     @available_if(_stochastic_solver)
-    def partial_fit(self, X, y, classes=None):
-        """One epoch over (X, y); ``classes`` (all labels) is needed on the first call."""
-        return super().partial_fit(X, y, classes=classes)
+    def partial_fit(self, X, y, sample_weight=None, classes=None):
+        """One epoch over (X, y), rows weighted by ``sample_weight`` (None: equal weights);
+        ``classes`` (all labels) is needed on the first call."""
+        return super().partial_fit(X, y, sample_weight=sample_weight, classes=classes)
 
 
 class MLPRegressor(_CompiledSolver, _SklearnMLPRegressor):
-    """scikit-learn's ``MLPRegressor`` (same parameters, defaults and fitted attributes; ``loss``
-    "squared_error" only) trained by nnjit's compiled loop; see :mod:`nnjit.sklearn.mlp`.
+    """scikit-learn's ``MLPRegressor`` (same parameters, defaults and fitted attributes) trained
+    by nnjit's compiled loop; see :mod:`nnjit.sklearn.mlp`.
 
     Args:
         dtype: ``np.float32`` (default) or ``np.float64``: the arena's dtype.
-        others: as :class:`sklearn.neural_network.MLPRegressor` (``solver`` "adam" or "sgd").
+        others: as :class:`sklearn.neural_network.MLPRegressor`.
     """
 
     _parameter_constraints = {**_SklearnMLPRegressor._parameter_constraints, **_CONSTRAINTS}
@@ -148,12 +164,13 @@ class MLPRegressor(_CompiledSolver, _SklearnMLPRegressor):
             max_fun=max_fun)
         self.dtype = dtype
 
-    def fit(self, X, y):
+    def fit(self, X, y, sample_weight=None):
         """Fit the model to X (n_samples, n_features) and the targets y (n_samples,) or
-        (n_samples, n_outputs). Returns self."""
-        return super().fit(X, y)
+        (n_samples, n_outputs); ``sample_weight`` (n_samples,) weights each row's loss as
+        scikit-learn's (None: equal weights). Returns self."""
+        return super().fit(X, y, sample_weight=sample_weight)
 
     @available_if(_stochastic_solver)
-    def partial_fit(self, X, y):
-        """One epoch over (X, y)."""
-        return super().partial_fit(X, y)
+    def partial_fit(self, X, y, sample_weight=None):
+        """One epoch over (X, y), rows weighted by ``sample_weight`` (None: equal weights)."""
+        return super().partial_fit(X, y, sample_weight=sample_weight)

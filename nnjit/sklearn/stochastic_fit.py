@@ -12,7 +12,7 @@ no-improvement rule, the best-weights restore) run in the compiled loop, without
 from __future__ import annotations
 
 import math
-import warnings
+import signal
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,12 +25,17 @@ from nnjit.engine.status import TrainingDivergedError
 from nnjit.optim.sklearn_flavour import SklearnAdam, SklearnSGD
 from nnjit.sklearn.compiled_mlp import CompiledMLP, Structure
 from nnjit.sklearn.targets import engine_targets, r2_per_half_square
+from nnjit.sklearn.warn import warn
+from nnjit.train.interrupt import POLL_SECONDS, Worker, in_main_thread
 from nnjit.train.run_state import RunState
 from nnjit.train.threads import dense_forward_mode, single_threaded_blas
 
 #: The most shuffle-order entries (int64) one compiled call holds: past it (n * max_iter larger),
 #: the fit returns to Python every few epochs to draw the next orders (32 MB).
 MAX_ORDER_ENTRIES = 1 << 22
+#: Rows x parameters x epochs from which a fit's compiled call runs in a worker thread, so that
+#: Ctrl-C is seen during it (about 20 ms of work; a thread costs ~0.1 ms).
+THREAD_WORK = 5e7
 
 _NONE = np.zeros(0, dtype=np.float64)
 
@@ -46,9 +51,10 @@ class SolverState:
     buffers: np.ndarray | None = None
 
 
-def fit_stochastic(est, X, y, incremental: bool) -> None:
+def fit_stochastic(est, X, y, incremental: bool, sample_weight=None) -> None:
     """Train ``est`` (an nnjit.sklearn MLP whose ``coefs_`` are initialised) on the validated
-    ``X`` and binarized ``y`` (2-D) for ``max_iter`` epochs, or one with ``incremental``."""
+    ``X`` and binarized ``y`` (2-D) for ``max_iter`` epochs, or one with ``incremental``;
+    ``sample_weight`` (validated, or None) weights the loss as scikit-learn's."""
     from sklearn.base import is_classifier
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.model_selection import train_test_split
@@ -63,21 +69,24 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
     classifier = is_classifier(est)
     if early_stopping:  # scikit-learn's split, from the same RandomState, in the same order
         stratify = y if classifier and est.n_outputs_ == 1 else None
-        X_train, X_val, y_train, y_val = train_test_split(
-            X, y, random_state=est._random_state, test_size=est.validation_fraction,
+        arrays = (X, y) if sample_weight is None else (X, y, sample_weight)
+        X_train, X_val, y_train, y_val, *weights = train_test_split(
+            *arrays, random_state=est._random_state, test_size=est.validation_fraction,
             stratify=stratify)
+        w_train, w_val = weights if weights else (None, None)
         if X_val.shape[0] < 2:
             raise ValueError("The validation set is too small. Increase 'validation_fraction' "
                              "or the size of your dataset.")
     else:
         X_train, y_train, X_val, y_val = X, y, None, None
+        w_train = w_val = sample_weight
     n = X_train.shape[0]
     if est.batch_size == "auto":
         batch_size = min(200, n)
     else:
         if est.batch_size > n:
-            warnings.warn("Got `batch_size` less than 1 or larger than sample size. It is going "
-                          "to be clipped")
+            warn("Got `batch_size` less than 1 or larger than sample size. It is going to be "
+                 "clipped")
         batch_size = int(np.clip(est.batch_size, 1, n))
     epochs = 1 if incremental else int(est.max_iter)
     out = est.out_activation_
@@ -86,18 +95,27 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
     # for a regressor R^2, an affine function of the validation loss: its tol is rescaled).
     # The best value so far carries over from earlier fits (warm start, partial_fit), as
     # scikit-learn's best_loss_ / best_validation_score_ do (None: none yet).
+    # A classifier of one class scores 1.0 on every validation set (its predict knows one
+    # label): the epochs and the best one follow from scikit-learn's rule alone (_one_class).
     tol, monitor, r2_scale = float(est.tol), fields.MONITOR_TRAIN_LOSS, 0.0
-    best_score = est.best_validation_score_
-    if early_stopping and classifier:
+    best_score = getattr(est, "best_validation_score_", None)  # (None: weights set by hand)
+    one_class = early_stopping and classifier and len(est.classes_) == 1
+    if one_class:
+        epochs, one_class_count = _one_class(est, best_score, epochs)
+        monitor, tol, best = fields.MONITOR_VAL_LOSS, 0.0, math.inf
+        X_val, y_val = X_val[:0], y_val[:0]  # (no validation batches: see _one_class)
+        w_val = None if w_val is None else w_val[:0]
+    elif early_stopping and classifier:
         monitor = fields.MONITOR_VAL_ACCURACY
         best = -math.inf if best_score is None else best_score
     elif early_stopping:
-        monitor, r2_scale = fields.MONITOR_VAL_LOSS, r2_per_half_square(y_val)
+        monitor, r2_scale = fields.MONITOR_VAL_LOSS, r2_per_half_square(y_val, w_val)
         tol = tol / r2_scale if r2_scale > 0 else math.inf
         best = (math.inf if best_score is None or best_score == -math.inf
                 else (1.0 - best_score) / r2_scale)
     else:
-        best = math.inf if est.best_loss_ is None else est.best_loss_
+        best_loss = getattr(est, "best_loss_", None)
+        best = math.inf if best_loss is None else best_loss
 
     optimizer = (SklearnAdam(est.learning_rate_init, est.beta_1, est.beta_2, est.epsilon)
                  if est.solver == "adam" else
@@ -110,13 +128,16 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
                                for e in range(1, epochs)]
         lr_table = np.repeat(np.array(rates, dtype=np.float64), n_batches)
 
-    structure = Structure(tuple(int(u) for u in [X.shape[1], *_hidden(est), est.n_outputs_]),
-                          est.activation, out, dtype, batch_size)
-    Y_train = engine_targets(y_train, out, dtype)
+    # The fitted network's layers, as scikit-learn's forward pass reads coefs_ (a warm start
+    # after a change of hidden_layer_sizes goes on training the fitted network, as there).
+    units = [est.coefs_[0].shape[0], *(c.shape[1] for c in est.coefs_)]
+    structure = Structure(tuple(int(u) for u in units), est.activation, out, dtype, batch_size,
+                          sample_weight is not None)
+    Y_train = engine_targets(y_train, out, dtype, w_train)
     X_train = np.ascontiguousarray(X_train, dtype=dtype)
     if early_stopping:
         X_val = np.ascontiguousarray(X_val, dtype=dtype)
-        Y_val = engine_targets(y_val, out, dtype)
+        Y_val = engine_targets(y_val, out, dtype, w_val)
     else:
         X_val, Y_val = empty_rows(dtype, X.shape[1]), empty_rows(dtype, Y_train.shape[1])
     orders = _ShuffleOrders(est._random_state, n, epochs) if est.shuffle else None
@@ -125,7 +146,7 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
     options = RunOptions(
         task=fields.TASK_FIT, batch=batch_size, eval_batch=batch_size,
         shuffle=fields.SHUFFLE_GIVEN if orders is not None else fields.SHUFFLE_OFF,
-        tol=tol, patience=est.n_iter_no_change,  # (np.inf: never stop)
+        tol=tol, patience=math.inf if one_class else est.n_iter_no_change,  # (inf: never stop)
         monitor=monitor, restore_best=early_stopping, epochs=epochs,
         chunk=orders.chunk if orders is not None else 0, optimizer=optimizer.kind,
         reg_coef=est.alpha, reg_per_batch=True,  # scikit-learn's alpha: divided by the batch size
@@ -138,8 +159,9 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
                     initial_epoch=0, fit_step=0)
     row = state.row
     row[fields.ST_BEST] = best
-    row[fields.ST_BAD_EPOCHS] = est._no_improvement_count
-    carried = math.isfinite(best)  # (warm start, partial_fit): a best value from before
+    row[fields.ST_BAD_EPOCHS] = getattr(est, "_no_improvement_count", 0)
+    # (warm start, partial_fit): a best value from before
+    carried = math.isfinite(best) or (one_class and best_score not in (None, -math.inf))
     row[fields.ST_BEST_EPOCH] = 0 if carried else -1
     history = np.zeros((epochs, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
 
@@ -155,20 +177,32 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
         net.best[:] = program.params
     step = StepArrays(optimizer.hyper_vector(), buffers, net.reg_spans, lr_table, _NONE,
                       empty_rows(dtype, None))
+    initial = [w.copy() for w in (*est.coefs_, *est.intercepts_)] if early_stopping else None
+    interrupt = _Interrupt(row, threaded=n * program.n_params * epochs >= THREAD_WORK)
+    diverged = None
     try:
         with single_threaded_blas():
-            program.run(options, (X_train, Y_train, X_val, Y_val, perm), step, row, net.best,
-                        history, empty_rows(dtype, 1),
-                        on_pause=orders.refill if orders is not None else None)
+            interrupt.run(lambda: program.run(
+                options, (X_train, Y_train, X_val, Y_val, perm), step, row, net.best, history,
+                empty_rows(dtype, 1), on_pause=orders.refill if orders is not None else None))
     except TrainingDivergedError as e:
-        raise ValueError(f"Solver produced non-finite parameter weights. The input data may "
-                         f"contain large values and need to be preprocessed. ({e})") from e
+        if not early_stopping:
+            raise ValueError(f"Solver produced non-finite parameter weights. The input data may "
+                             f"contain large values and need to be preprocessed. ({e})") from e
+        diverged = e  # scikit-learn goes on with NaN weights and scores, then restores the best
     finally:
         net.store(est.coefs_, est.intercepts_)
+    if early_stopping and not row[fields.ST_RESTORED] and (
+            diverged is not None or interrupt.requested) and not carried:
+        _put_back(est, initial)  # (no best epoch yet: scikit-learn's best copy is the start)
 
     done = int(row[fields.ST_EPOCH])
-    est.n_iter_ = done
     losses = history[:done, fields.H_TRAIN_LOSS].tolist()
+    if diverged is not None:  # the diverged epoch and every later one: NaN loss and score
+        losses += [math.nan] * (epochs - done)
+        history = np.vstack([history[:done], np.full((epochs - done, history.shape[1]), np.nan)])
+        done = epochs
+    est.n_iter_ = done
     est.t_ += done * n
     est.loss_curve_.extend(losses)
     if done:
@@ -179,7 +213,9 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
     elif schedule == "invscaling" and done:
         solver.lr = float(est.learning_rate_init) / (est.t_ + 1) ** est.power_t
     if early_stopping:
-        if classifier:
+        if one_class:
+            scores = [1.0] * done
+        elif classifier:
             scores = history[:done, fields.H_VAL_ACC].tolist()
         else:
             scores = (1.0 - r2_scale * history[:done, fields.H_VAL_LOSS]).tolist()
@@ -194,17 +230,80 @@ def fit_stochastic(est, X, y, incremental: bool) -> None:
                 est.best_loss_ = loss
     est._no_improvement_count = int(row[fields.ST_BAD_EPOCHS])
     stopped = row[fields.ST_STOPPED] == 1.0
+    if one_class:
+        est._no_improvement_count = one_class_count
+        stopped = done < est.max_iter
+    elif diverged is not None:
+        est._no_improvement_count = 0  # (NaN scores never count as "no improvement")
     if est.verbose:
         _report(est, losses, est.validation_scores_[-done:] if early_stopping else None,
                 stopped)
-    if not incremental and not stopped and done == est.max_iter:
-        warnings.warn(f"Stochastic Optimizer: Maximum iterations ({est.max_iter}) reached and "
-                      "the optimization hasn't converged yet.", ConvergenceWarning)
+    if interrupt.requested:
+        warn("Training interrupted by user.")
+    elif not incremental and not stopped and done == est.max_iter:
+        warn(f"Stochastic Optimizer: Maximum iterations ({est.max_iter}) reached and the "
+             "optimization hasn't converged yet.", ConvergenceWarning)
 
 
-def _hidden(est) -> list[int]:
-    sizes = est.hidden_layer_sizes
-    return list(sizes) if hasattr(sizes, "__iter__") else [sizes]
+def _one_class(est, best_score, epochs: int) -> tuple[int, int]:
+    """(epochs, no-improvement count) of an early-stopping fit of one class: scikit-learn's
+    rule on validation scores that are all 1.0. The compiled fit then runs that many epochs
+    with no validation batches, monitoring the (NaN) validation loss: only the first epoch
+    "improves" on no best, so its weights are the ones restored, as scikit-learn's."""
+    best = -math.inf if best_score is None else best_score
+    count = getattr(est, "_no_improvement_count", 0)
+    for epoch in range(1, epochs + 1):
+        count = count + 1 if 1.0 < best + est.tol else 0
+        best = max(best, 1.0)
+        if count > est.n_iter_no_change:
+            return epoch, count
+    return epochs, count
+
+
+def _put_back(est, weights) -> None:
+    """Copy ``weights`` (coefs_ then intercepts_) back into the estimator's arrays."""
+    for mine, saved in zip((*est.coefs_, *est.intercepts_), weights):
+        mine[...] = saved
+
+
+class _Interrupt:
+    """Ctrl-C during a fit, as scikit-learn's: the running epoch stops before its next batch
+    (the ``STOP_NOW`` request the compiled loop reads before every job), the fit keeps the
+    epochs done and warns "Training interrupted by user.". The compiled call runs in a worker
+    thread while the main thread waits for SIGINT when it may be long (``threaded``); a short
+    one runs directly (a Ctrl-C during it is seen when it returns: the fit is complete)."""
+
+    def __init__(self, row: np.ndarray, threaded: bool):
+        self.row, self.threaded, self.requested = row, threaded, False
+
+    def _handler(self, signum, frame) -> None:
+        self.requested = True
+        self.row[fields.ST_STOPPED] = fields.STOP_NOW
+
+    def run(self, call) -> None:
+        if not in_main_thread() or signal.getsignal(signal.SIGINT) is not \
+                signal.default_int_handler:
+            call()  # (another thread, or the caller's own SIGINT handler: left alone)
+            return
+        previous = signal.signal(signal.SIGINT, self._handler)
+        try:
+            if not self.threaded:
+                call()
+                return
+            worker = Worker(call)
+            worker.start()
+            while not worker.done.wait(POLL_SECONDS):
+                pass
+            try:
+                worker.result()
+            except KeyboardInterrupt:  # (the loop's INTERRUPTED status: the stop we asked)
+                if not self.requested:
+                    raise
+        except KeyboardInterrupt:
+            if not self.requested:
+                raise
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _report(est, losses, scores, stopped: bool) -> None:

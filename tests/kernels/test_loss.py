@@ -13,6 +13,7 @@ from nnjit.kernels.loss import (
     bce_with_logits,
     first_nonfinite,
     mse,
+    poisson,
     sigmoid_all,
     softmax_ce,
     softmax_rows,
@@ -107,7 +108,7 @@ def test_softmax_ce_matches_reference_index_targets(case):
     b, k = logits.shape
     loss, n_ok, grad = run(softmax_ce, logits, index_targets(labels), True, 1.0 / b, True)
     ref_loss, ref_grad = ref_softmax_ce(logits, one_hot(labels, k))
-    assert isinstance(loss, float) and isinstance(n_ok, int)
+    assert isinstance(loss, float) and isinstance(n_ok, float)
     np.testing.assert_allclose(loss, ref_loss.sum(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(grad, ref_grad / b, rtol=1e-10, atol=1e-14)
     assert n_ok == int((logits.argmax(axis=1) == labels).sum())
@@ -169,6 +170,46 @@ def test_softmax_ce_counts_correct_rows():
     assert n_ok == 2
     _, n_ok, _ = run(softmax_ce, logits, one_hot(labels, 3), False, 1.0, True)
     assert n_ok == 2
+
+
+def test_poisson_is_torchs_nll_and_scikit_learns_deviance():
+    """``full=False``: PyTorch's PoissonNLLLoss(log_input=True) terms, exp(x) - t x; ``full``:
+    scikit-learn's poisson_loss (half the deviance) of exp(x); gradient exp(x) - t."""
+    from sklearn.neural_network._base import poisson_loss
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(0.0, 1.0, size=(7, 2))
+    t = rng.poisson(2.0, size=(7, 2)).astype(np.float64)
+    loss, _, grad = run(poisson, x, t, 1.0 / 7, True)
+    np.testing.assert_allclose(loss, (np.exp(x) - t * x).sum() / 2, rtol=1e-13)
+    np.testing.assert_allclose(grad, (np.exp(x) - t) / 7, rtol=1e-13)
+    full, _, _ = run(poisson, x, t, 1.0 / 7, True, True)
+    np.testing.assert_allclose(full * 2 / 7, poisson_loss(t, np.exp(x)), rtol=1e-13)
+
+
+@pytest.mark.parametrize("kernel", ["softmax_ce", "mse", "bce_with_logits", "poisson"])
+def test_weight_column_weights_each_rows_loss_gradient_and_count(kernel):
+    """``wcol``: the targets' last column weighs each row (scikit-learn's sample_weight): the
+    sums are the weighted sums of the unweighted rows', each gradient row is scaled by its
+    weight."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(6, 3))
+    w = np.array([0.5, 2.0, 0.0, 1.0, 3.0, 1.5])
+    if kernel == "softmax_ce":
+        targets, args = index_targets(rng.integers(0, 3, size=6)), (True, 0.2, True, True)
+    else:
+        targets = rng.random(size=(6, 3)) > 0.5 if kernel == "bce_with_logits" else rng.random(
+            size=(6, 3))
+        targets = targets.astype(np.float64) * (4.0 if kernel == "poisson" else 1.0)
+        args = (0.2, True) if kernel == "mse" else (0.2, True, True)
+    fn = {"softmax_ce": softmax_ce, "mse": mse, "bce_with_logits": bce_with_logits,
+          "poisson": poisson}[kernel]
+    weighted = np.column_stack([targets, w])
+    loss, n_ok, grad = run(fn, x, weighted, *args, weighted.shape[1] - 1)
+    rows = [run(fn, x[i : i + 1], targets[i : i + 1], *args) for i in range(6)]
+    np.testing.assert_allclose(loss, sum(wi * r[0] for wi, r in zip(w, rows)), rtol=1e-13)
+    assert n_ok == pytest.approx(sum(wi * r[1] for wi, r in zip(w, rows)))
+    np.testing.assert_allclose(grad, w[:, None] * np.vstack([r[2] for r in rows]), rtol=1e-13)
 
 
 def test_loss_kernels_leave_gradient_untouched_when_not_writing():

@@ -111,7 +111,7 @@ def test_warm_start_continues_and_partial_fit_adds_one_epoch():
 
 
 @pytest.mark.parametrize("kwargs,pattern", [
-    (dict(solver="lbfgs"), r"solver='lbfgs' is not supported.*'adam'.*'sgd'"),
+    (dict(solver="newton"), r"'solver' parameter"),
     (dict(dtype=np.int32), r"MLPClassifier: dtype must be np.float32 or np.float64"),
     (dict(learning_rate="cyclic"), r"'learning_rate' parameter"),
     (dict(hidden_layer_sizes=(0,)), r"hidden_layer_sizes must be > 0"),
@@ -121,9 +121,20 @@ def test_errors_name_the_argument(kwargs, pattern):
         MLPClassifier(**{**SMALL, **kwargs}).fit(X, y)
 
 
-def test_regressor_refuses_poisson_and_partial_fit_refuses_early_stopping():
-    with pytest.raises(ValueError, match=r"loss='poisson' is not supported"):
-        MLPRegressor(loss="poisson", **SMALL).fit(X, y)
+@pytest.mark.parametrize("weights,pattern", [
+    (np.ones(3), r"sample_weight.shape == \(3,\), expected \(150,\)"),
+    (np.r_[-1.0, np.ones(149)], r"Negative values in data passed to `sample_weight`"),
+])
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+def test_bad_sample_weight_is_an_error_naming_it(weights, pattern, method):
+    kw = {"classes": [0, 1, 2]} if method == "partial_fit" else {}
+    with pytest.raises(ValueError, match=pattern):
+        getattr(MLPClassifier(**SMALL), method)(X, y, sample_weight=weights, **kw)
+
+
+def test_regressor_refuses_poisson_with_early_stopping_and_partial_fit_early_stopping():
+    with pytest.raises(ValueError, match=r"loss='poisson' with early_stopping=True is not"):
+        MLPRegressor(loss="poisson", early_stopping=True, **SMALL).fit(X, y)
     with pytest.raises(ValueError, match="partial_fit does not support early_stopping"):
         MLPClassifier(**SMALL, early_stopping=True).partial_fit(X, y, classes=[0, 1, 2])
 

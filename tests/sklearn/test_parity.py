@@ -32,11 +32,11 @@ SCHEDULES = [("adam", "constant"), ("sgd", "constant"), ("sgd", "invscaling"),
              ("sgd", "adaptive")]
 
 
-def _both(cls, X, y, **kw):
+def _both(cls, X, y, sample_weight=None, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # (ConvergenceWarning from both)
-        ours = getattr(nks, cls)(dtype=np.float64, **kw).fit(X, y)
-        theirs = getattr(sk, cls)(**kw).fit(X, y)
+        ours = getattr(nks, cls)(dtype=np.float64, **kw).fit(X, y, sample_weight=sample_weight)
+        theirs = getattr(sk, cls)(**kw).fit(X, y, sample_weight=sample_weight)
     return ours, theirs
 
 
@@ -140,6 +140,69 @@ def test_warm_start_matches_scikit_learn():
             theirs.fit(X, y)
     _assert_same_fit(ours, theirs)
     assert ours._no_improvement_count == theirs._no_improvement_count
+
+
+def _weights(n, seed=0):
+    """Uneven weights, a few of them zero (scikit-learn's weighted means drop those rows)."""
+    w = np.random.RandomState(seed).uniform(0.0, 3.0, n)
+    w[::17] = 0.0
+    return w
+
+
+@pytest.mark.parametrize("early_stopping", [False, True], ids=["train_loss", "early_stopping"])
+@pytest.mark.parametrize("solver,schedule", SCHEDULES, ids=[f"{a}-{b}" for a, b in SCHEDULES])
+def test_sample_weight_fit_matches_scikit_learn(solver, schedule, early_stopping):
+    """Weighted loss, gradient, L2 penalty (alpha over each batch's weight sum), weighted
+    validation accuracy, the weights split with the validation set: scikit-learn's fit."""
+    X, y = DATA["digits"]
+    ours, theirs = _both("MLPClassifier", X, y, sample_weight=_weights(len(y)),
+                         hidden_layer_sizes=(16,), solver=solver, learning_rate=schedule,
+                         learning_rate_init=0.01 if solver == "sgd" else 0.001, alpha=0.01,
+                         max_iter=MAX_ITER["digits"], early_stopping=early_stopping,
+                         batch_size=64, random_state=0)
+    _assert_same_fit(ours, theirs)
+
+
+@pytest.mark.parametrize("early_stopping,n_outputs", [(False, 1), (True, 1), (False, 2)])
+def test_sample_weight_regressor_matches_scikit_learn(early_stopping, n_outputs):
+    """A weighted regression, its validation R^2 from the weighted validation loss (one output:
+    with several, scikit-learn averages R^2 over them, which no single loss value gives)."""
+    X, y = _standardized(datasets.load_diabetes)
+    y = (y - y.mean()) / y.std()
+    Y = y if n_outputs == 1 else np.column_stack([y, X[:, 2]])
+    kw = {"hidden_layer_sizes": (16,), "learning_rate_init": 0.01, "max_iter": 40, "alpha": 0.1,
+          "batch_size": 50, "random_state": 1}
+    ours, theirs = _both("MLPRegressor", X, Y, sample_weight=_weights(len(y)),
+                         early_stopping=early_stopping, **kw)
+    _assert_same_fit(ours, theirs)
+
+
+@pytest.mark.parametrize("out", ["softmax", "logistic"])
+def test_sample_weight_partial_fit_matches_scikit_learn(out):
+    X, y = DATA["iris"]
+    if out == "logistic":
+        y = y == 1
+    kw = {"hidden_layer_sizes": (8,), "learning_rate_init": 0.05, "alpha": 0.01,
+          "batch_size": 40, "random_state": 4}
+    ours, theirs = nks.MLPClassifier(dtype=np.float64, **kw), sk.MLPClassifier(**kw)
+    classes = np.unique(y)
+    for k in range(3):
+        w = _weights(len(y), seed=k)
+        ours.partial_fit(X, y, sample_weight=w, classes=classes)
+        theirs.partial_fit(X, y, sample_weight=w, classes=classes)
+    ours.partial_fit(X, y)  # (None: equal weights)
+    theirs.partial_fit(X, y)
+    _assert_same_fit(ours, theirs)
+
+
+def test_unit_sample_weight_is_no_weight():
+    X, y = DATA["iris"]
+    kw = {"hidden_layer_sizes": (8,), "max_iter": 20, "early_stopping": True, "random_state": 3}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        weighted = nks.MLPClassifier(dtype=np.float64, **kw).fit(X, y, sample_weight=np.ones(150))
+        plain = nks.MLPClassifier(dtype=np.float64, **kw).fit(X, y)
+    _assert_same_fit(weighted, plain)
 
 
 def test_shuffle_orders_are_scikit_learns_shuffle():
