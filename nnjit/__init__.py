@@ -59,8 +59,13 @@ from nnjit.nn import (
     functional as functional,
 )
 from nnjit.optim import SGD as SGD
+from nnjit.optim import Adadelta as Adadelta
+from nnjit.optim import Adagrad as Adagrad
 from nnjit.optim import Adam as Adam
+from nnjit.optim import Adamax as Adamax
 from nnjit.optim import AdamW as AdamW
+from nnjit.optim import NAdam as NAdam
+from nnjit.optim import RAdam as RAdam
 from nnjit.optim import RMSprop as RMSprop
 from nnjit.optim import get_optimizer as get_optimizer
 from nnjit.random import seeded as seeded
@@ -128,8 +133,13 @@ __all__ = [
     "Trainer",
     "TrainingDivergedError",
     "UnknownOpcodeError",
+    "Adadelta",
+    "Adagrad",
     "Adam",
+    "Adamax",
     "AdamW",
+    "NAdam",
+    "RAdam",
     "datasets",
     "functional",
     "get_loss",

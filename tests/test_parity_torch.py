@@ -184,6 +184,17 @@ OPTIMIZERS = {
     "rmsprop_momentum": (lambda: nn.RMSprop(lr=0.01, alpha=0.9, momentum=0.5, weight_decay=0.1),
                          lambda p: torch.optim.RMSprop(p, lr=0.01, alpha=0.9, momentum=0.5,
                                                        weight_decay=0.1)),
+    "adagrad": (lambda: nn.Adagrad(lr=0.05, lr_decay=0.01, weight_decay=0.01),
+                lambda p: torch.optim.Adagrad(p, lr=0.05, lr_decay=0.01, weight_decay=0.01)),
+    "adadelta": (lambda: nn.Adadelta(weight_decay=0.01),
+                 lambda p: torch.optim.Adadelta(p, weight_decay=0.01)),
+    "adamax": (lambda: nn.Adamax(lr=0.01, weight_decay=0.01),
+               lambda p: torch.optim.Adamax(p, lr=0.01, weight_decay=0.01)),
+    "nadam": (lambda: nn.NAdam(lr=0.01, weight_decay=0.01, decoupled_weight_decay=True),
+              lambda p: torch.optim.NAdam(p, lr=0.01, weight_decay=0.01,
+                                          decoupled_weight_decay=True)),
+    "radam": (lambda: nn.RAdam(lr=0.01, weight_decay=0.01),
+              lambda p: torch.optim.RAdam(p, lr=0.01, weight_decay=0.01)),
 }
 
 
@@ -214,8 +225,13 @@ def test_three_full_batch_steps_match_torch(opt, dtype):
     trainer = nn.Trainer(model, make_ours(), nn.CrossEntropyLoss(), dtype=dtype)
     history = trainer.fit(nn.DataLoader(X, y, batch_size=len(X), shuffle=False), epochs=3,
                           n_iter_no_change=None, verbose=False)
-    losses = torch_epochs(tmodel, make_theirs(tmodel.parameters()), torch.nn.CrossEntropyLoss(),
-                          X, y, len(X), 3)
+    previous = torch.get_default_dtype()  # (NAdam keeps its momentum product in it)
+    torch.set_default_dtype(torch.float64 if dtype == np.float64 else torch.float32)
+    try:
+        losses = torch_epochs(tmodel, make_theirs(tmodel.parameters()),
+                              torch.nn.CrossEntropyLoss(), X, y, len(X), 3)
+    finally:
+        torch.set_default_dtype(previous)
     assert trainer.optimizer.iterations == 3
     assert_params_equal(model, tmodel, TOL[dtype], opt)
     np.testing.assert_allclose(history["train_loss"], losses, rtol=TOL[dtype]["rtol"])

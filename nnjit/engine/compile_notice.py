@@ -55,6 +55,11 @@ ESTIMATED_SECONDS = {
     "the SGD step": 0,
     "the Adam step": 0,
     "the RMSprop step": 0,
+    "the Adagrad step": 0,
+    "the Adadelta step": 0,
+    "the Adamax step": 0,
+    "the NAdam step": 0,
+    "the RAdam step": 0,
     "the MPI hooks": 1,
 }
 

@@ -7,7 +7,12 @@ loop reads the same constants.
 """
 
 from nnjit.kernels.optim import (  # noqa: F401  (C_OPT_KIND values)
+    OPT_ADADELTA,
+    OPT_ADAGRAD,
     OPT_ADAM,
+    OPT_ADAMAX,
+    OPT_NADAM,
+    OPT_RADAM,
     OPT_RMSPROP,
     OPT_SGD,
     OPT_SKLEARN_ADAM,

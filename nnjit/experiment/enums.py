@@ -20,7 +20,7 @@ from nnjit.checks import Int
 from nnjit.experiment.builder_enum import BuilderEnum
 from nnjit.experiment.nets import Activations, Nets
 from nnjit.losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
-from nnjit.optim import SGD, Adam, AdamW, RMSprop
+from nnjit.optim import SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, NAdam, RAdam, RMSprop
 
 __all__ = ["Activations", "BuilderEnum", "Checkpoints", "Devices", "Losses", "Nets", "Optims",
            "Schedulers"]
@@ -42,6 +42,11 @@ class Optims(BuilderEnum):
     ADAM = "adam", Adam
     ADAMW = "adamw", AdamW
     RMSPROP = "rmsprop", RMSprop
+    ADAGRAD = "adagrad", Adagrad
+    ADADELTA = "adadelta", Adadelta
+    ADAMAX = "adamax", Adamax
+    NADAM = "nadam", NAdam
+    RADAM = "radam", RAdam
 
 
 class Schedulers(BuilderEnum):

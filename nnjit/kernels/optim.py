@@ -150,6 +150,145 @@ def rmsprop_update(
 
 
 @jit
+def adagrad_update(params, grads, sums, lr, lr_decay, weight_decay, initial, eps, step):
+    """torch.optim.Adagrad step: g += wd*p; sum += g^2; p -= clr * g / (sqrt(sum) + eps) with
+    clr = lr / (1 + (step - 1) * lr_decay); ``sums`` starts at ``initial``."""
+    dt = params.dtype.type
+    if step == 1:
+        start = dt(initial)
+        for i in range(sums.shape[0]):
+            sums[i] = start
+    clr = dt(lr / (1.0 + (step - 1) * lr_decay))
+    wd = dt(weight_decay)
+    eps_ = dt(eps)
+    for i in prange(params.shape[0]):
+        g = grads[i] + wd * params[i]
+        s = sums[i] + g * g
+        sums[i] = s
+        params[i] -= clr * g / (math.sqrt(s) + eps_)
+
+
+@jit
+def adadelta_update(params, grads, square_avg, acc_delta, lr, rho, eps, weight_decay, step):
+    """torch.optim.Adadelta step: g += wd*p; sq = rho*sq + (1-rho)*g^2; delta =
+    sqrt(acc + eps) / sqrt(sq + eps) * g; acc = rho*acc + (1-rho)*delta^2; p -= lr*delta."""
+    dt = params.dtype.type
+    if step == 1:
+        _fill_zero(square_avg)
+        _fill_zero(acc_delta)
+    lr_ = dt(lr)
+    r = dt(rho)
+    omr = dt(1.0 - rho)
+    eps_ = dt(eps)
+    wd = dt(weight_decay)
+    for i in prange(params.shape[0]):
+        g = grads[i] + wd * params[i]
+        sq = r * square_avg[i] + omr * g * g
+        square_avg[i] = sq
+        delta = math.sqrt(acc_delta[i] + eps_) / math.sqrt(sq + eps_) * g
+        acc_delta[i] = r * acc_delta[i] + omr * delta * delta
+        params[i] -= lr_ * delta
+
+
+@jit
+def adamax_update(params, grads, m, u, lr, beta1, beta2, eps, weight_decay, step):
+    """torch.optim.Adamax step: g += wd*p; m = b1*m + (1-b1)*g; u = max(b2*u, |g| + eps);
+    p -= lr / (1 - b1^step) * m / u."""
+    dt = params.dtype.type
+    if step == 1:
+        _fill_zero(m)
+        _fill_zero(u)
+    clr = dt(lr / (1.0 - beta1**step))
+    b1 = dt(beta1)
+    omb1 = dt(1.0 - beta1)
+    b2 = dt(beta2)
+    eps_ = dt(eps)
+    wd = dt(weight_decay)
+    for i in prange(params.shape[0]):
+        g = grads[i] + wd * params[i]
+        mi = b1 * m[i] + omb1 * g
+        ui = max(b2 * u[i], abs(g) + eps_)
+        m[i] = mi
+        u[i] = ui
+        params[i] -= clr * mi / ui
+
+
+@jit
+def nadam_update(params, grads, m, v, mu_product, lr, beta1, beta2, eps, weight_decay,
+                 momentum_decay, decoupled, step):
+    """torch.optim.NAdam step (Dozat's Nesterov momentum with PyTorch's momentum decay
+    schedule); ``decoupled``: weight decay as AdamW's. ``mu_product[0]`` carries the product of
+    the momentum coefficients over the steps (torch's ``mu_product`` state, in the arrays'
+    dtype as torch keeps it in the default dtype)."""
+    dt = params.dtype.type
+    if step == 1:
+        _fill_zero(m)
+        _fill_zero(v)
+        mu_product[0] = dt(1.0)
+    mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * momentum_decay))
+    mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * momentum_decay))
+    product = mu_product[0] * dt(mu)
+    mu_product[0] = product
+    c_grad = dt(-lr * (1.0 - mu) / (1.0 - float(product)))
+    c_avg = dt(-lr * mu_next / (1.0 - float(product) * mu_next))
+    inv_bc2 = dt(1.0 / (1.0 - beta2**step))
+    b1 = dt(beta1)
+    omb1 = dt(1.0 - beta1)
+    b2 = dt(beta2)
+    omb2 = dt(1.0 - beta2)
+    eps_ = dt(eps)
+    l2 = dt(0.0) if decoupled else dt(weight_decay)
+    decay = dt(1.0 - lr * weight_decay) if decoupled else dt(1.0)
+    for i in prange(params.shape[0]):
+        p = params[i] * decay
+        g = grads[i] + l2 * p
+        mi = b1 * m[i] + omb1 * g
+        vi = b2 * v[i] + omb2 * g * g
+        m[i] = mi
+        v[i] = vi
+        denom = math.sqrt(vi * inv_bc2) + eps_
+        params[i] = p + c_grad * g / denom + c_avg * mi / denom
+
+
+@jit
+def radam_update(params, grads, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step):
+    """torch.optim.RAdam step: Adam's moments, the variance rectified once its approximated
+    length ``rho_t`` exceeds 5 (before: a bias-corrected momentum step); ``decoupled`` as in
+    :func:`nadam_update`."""
+    dt = params.dtype.type
+    if step == 1:
+        _fill_zero(m)
+        _fill_zero(v)
+    bc1 = 1.0 - beta1**step
+    bc2 = 1.0 - beta2**step
+    rho_inf = 2.0 / (1.0 - beta2) - 1.0
+    rho_t = rho_inf - 2.0 * step * beta2**step / bc2
+    rectified = rho_t > 5.0
+    rect = (math.sqrt((rho_t - 4.0) * (rho_t - 2.0) * rho_inf
+                      / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t)) if rectified else 1.0)
+    step_size = dt(lr / bc1)
+    scale = dt(math.sqrt(bc2) * rect)
+    b1 = dt(beta1)
+    omb1 = dt(1.0 - beta1)
+    b2 = dt(beta2)
+    omb2 = dt(1.0 - beta2)
+    eps_ = dt(eps)
+    l2 = dt(0.0) if decoupled else dt(weight_decay)
+    decay = dt(1.0 - lr * weight_decay) if decoupled else dt(1.0)
+    for i in prange(params.shape[0]):
+        p = params[i] * decay
+        g = grads[i] + l2 * p
+        mi = b1 * m[i] + omb1 * g
+        vi = b2 * v[i] + omb2 * g * g
+        m[i] = mi
+        v[i] = vi
+        if rectified:  # (loop-invariant: unswitched)
+            params[i] = p - step_size * mi * scale / (math.sqrt(vi) + eps_)
+        else:
+            params[i] = p - step_size * mi
+
+
+@jit
 def _l2_span(p, g, c):
     """g += c*p; return sum(p^2) in float64. p, g: (n,) views of one span."""
     total = 0.0
@@ -184,6 +323,7 @@ def l2_penalty(params, grads, spans, coef):
 # :meth:`nnjit.optim.Optimizer.hyper_vector` (entry 0, the base rate, is unused). scikit-learn's
 # kinds share torch's step (one inlined loop, a flag).
 OPT_SGD, OPT_ADAM, OPT_RMSPROP, OPT_SKLEARN_SGD, OPT_SKLEARN_ADAM = 0, 1, 2, 3, 4
+OPT_ADAGRAD, OPT_ADADELTA, OPT_ADAMAX, OPT_NADAM, OPT_RADAM = 5, 6, 7, 8, 9
 
 _sgd, _adam, _rmsprop = inlined(sgd_update), inlined(adam_update), inlined(rmsprop_update)
 
@@ -212,7 +352,51 @@ def rmsprop_step(kind, params, grads, opt_state, opt_hyper, lr, step):
     return True
 
 
+@jit(inline="always")
+def adagrad_step(kind, params, grads, opt_state, opt_hyper, lr, step):
+    """Adagrad (lr_decay, weight decay, initial accumulator value)."""
+    adagrad_update(params, grads, opt_state[0], lr, opt_hyper[1], opt_hyper[2], opt_hyper[3],
+                   opt_hyper[4], step)
+    return True
+
+
+@jit(inline="always")
+def adadelta_step(kind, params, grads, opt_state, opt_hyper, lr, step):
+    """Adadelta (rho, eps, weight decay)."""
+    adadelta_update(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1], opt_hyper[2],
+                    opt_hyper[3], step)
+    return True
+
+
+@jit(inline="always")
+def adamax_step(kind, params, grads, opt_state, opt_hyper, lr, step):
+    """Adamax (betas, eps, weight decay)."""
+    adamax_update(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1], opt_hyper[2],
+                  opt_hyper[3], opt_hyper[4], step)
+    return True
+
+
+@jit(inline="always")
+def nadam_step(kind, params, grads, opt_state, opt_hyper, lr, step):
+    """NAdam (betas, eps, weight decay, momentum decay, decoupled weight decay); the third state
+    row's first value is its momentum product."""
+    nadam_update(params, grads, opt_state[0], opt_state[1], opt_state[2], lr, opt_hyper[1],
+                 opt_hyper[2], opt_hyper[3], opt_hyper[4], opt_hyper[5], opt_hyper[6] != 0.0,
+                 step)
+    return True
+
+
+@jit(inline="always")
+def radam_step(kind, params, grads, opt_state, opt_hyper, lr, step):
+    """RAdam (betas, eps, weight decay, decoupled weight decay)."""
+    radam_update(params, grads, opt_state[0], opt_state[1], lr, opt_hyper[1], opt_hyper[2],
+                 opt_hyper[3], opt_hyper[4], opt_hyper[5] != 0.0, step)
+    return True
+
+
 #: Each optimizer kind's step, and the name its compiled entry goes by.
 STEPS = {OPT_SGD: ("SGD", sgd_step), OPT_SKLEARN_SGD: ("SGD", sgd_step),
          OPT_ADAM: ("Adam", adam_step), OPT_SKLEARN_ADAM: ("Adam", adam_step),
-         OPT_RMSPROP: ("RMSprop", rmsprop_step)}
+         OPT_RMSPROP: ("RMSprop", rmsprop_step), OPT_ADAGRAD: ("Adagrad", adagrad_step),
+         OPT_ADADELTA: ("Adadelta", adadelta_step), OPT_ADAMAX: ("Adamax", adamax_step),
+         OPT_NADAM: ("NAdam", nadam_step), OPT_RADAM: ("RAdam", radam_step)}

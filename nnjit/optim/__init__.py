@@ -1,12 +1,18 @@
 """Optimizers, sorted by increasing complexity, and a factory."""
 
+from nnjit.optim.adadelta import Adadelta as Adadelta
+from nnjit.optim.adagrad import Adagrad as Adagrad
 from nnjit.optim.adam import Adam as Adam
+from nnjit.optim.adamax import Adamax as Adamax
 from nnjit.optim.adamw import AdamW as AdamW
 from nnjit.optim.base import Optimizer as Optimizer
+from nnjit.optim.nadam import NAdam as NAdam
+from nnjit.optim.radam import RAdam as RAdam
 from nnjit.optim.rmsprop import RMSprop as RMSprop
 from nnjit.optim.sgd import SGD as SGD
 
-OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop}
+OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop, "adagrad": Adagrad,
+              "adadelta": Adadelta, "adamax": Adamax, "nadam": NAdam, "radam": RAdam}
 
 
 def get_optimizer(identifier, **kwargs) -> Optimizer:

@@ -30,11 +30,7 @@ class Adam(Optimizer):
     def __init__(self, lr=None, betas=(0.9, 0.999), eps=1e-8, weight_decay=None, *,
                  learning_rate=None):
         super().__init__(lr, learning_rate, 0.001)
-        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
-            raise ValueError(f"{type(self).__name__}: betas must be a pair, got {betas!r}")
-        for i, b in enumerate(betas):
-            _check(self, f"beta parameter at index {i}", b, 0.0, 1.0, high_inclusive=False)
-        self.betas = (float(betas[0]), float(betas[1]))
+        self.betas = betas_pair(self, betas)
         self.eps = _check(self, "eps", eps, 0.0, low_inclusive=False)
         wd = self.default_weight_decay if weight_decay is None else weight_decay
         self.weight_decay = _check(self, "weight_decay", wd, 0.0)
@@ -45,3 +41,12 @@ class Adam(Optimizer):
 
     def get_config(self):
         return dict(lr=self.lr, betas=self.betas, eps=self.eps, weight_decay=self.weight_decay)
+
+
+def betas_pair(opt, betas) -> tuple[float, float]:
+    """``betas`` as a pair of floats, each in [0, 1) (torch's rule); ValueError naming it."""
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise ValueError(f"{type(opt).__name__}: betas must be a pair, got {betas!r}")
+    for i, b in enumerate(betas):
+        _check(opt, f"beta parameter at index {i}", b, 0.0, 1.0, high_inclusive=False)
+    return float(betas[0]), float(betas[1])

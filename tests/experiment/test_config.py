@@ -307,7 +307,8 @@ BAD = [
     (OptimizerConfig, dict(accumulation_steps=0),
      r"OptimizerConfig.accumulation_steps must be an int >= 1, got 0"),
     (OptimizerConfig, dict(kind="sgd", betas=(0.8, 0.9)),
-     r"OptimizerConfig.betas does not apply to kind 'sgd' \(it applies to: adam, adamw\)"),
+     r"OptimizerConfig.betas does not apply to kind 'sgd' \(it applies to: adam, adamw, "
+     r"adamax, nadam, radam\)"),
     (OptimizerConfig, dict(kind="adam", momentum=0.9),
      r"OptimizerConfig.momentum does not apply to kind 'adam' \(it applies to: sgd, rmsprop\)"),
     (OptimizerConfig, dict(kind="sgd", nesterov=True), r"OptimizerConfig: SGD: Nesterov"),

@@ -284,3 +284,105 @@ def test_optimizer_kernels_do_not_allocate():
     # Only the boxing of the arguments allocates (once per outer call), never the kernels
     # (l2_penalty's span slices are views, not copies).
     assert one_call == fifty_calls
+
+
+# ------------------------------------------------- Adagrad, Adadelta, Adamax, NAdam, RAdam
+
+MORE_STEPS = 10  # RAdam rectifies from step 6 on (beta2 0.999): both of its branches run
+
+
+def _more_problem(dtype):
+    rng = np.random.default_rng(3)
+    p0 = rng.normal(size=N).astype(dtype)
+    grads = [rng.normal(size=N).astype(dtype) for _ in range(MORE_STEPS)]
+    return p0, grads
+
+
+def _adagrad(p, g, state, step, hp):
+    from nnjit.kernels.optim import adagrad_update
+
+    adagrad_update(p, g, state[0], hp["lr"], hp["lr_decay"], hp["weight_decay"],
+                   hp["initial_accumulator_value"], hp["eps"], step)
+
+
+def _adadelta(p, g, state, step, hp):
+    from nnjit.kernels.optim import adadelta_update
+
+    adadelta_update(p, g, state[0], state[1], hp["lr"], hp["rho"], hp["eps"],
+                    hp["weight_decay"], step)
+
+
+def _adamax(p, g, state, step, hp):
+    from nnjit.kernels.optim import adamax_update
+
+    adamax_update(p, g, state[0], state[1], hp["lr"], *hp["betas"], hp["eps"],
+                  hp["weight_decay"], step)
+
+
+def _nadam(p, g, state, step, hp):
+    from nnjit.kernels.optim import nadam_update
+
+    nadam_update(p, g, state[0], state[1], state[2], hp["lr"], *hp["betas"], hp["eps"],
+                 hp["weight_decay"], hp["momentum_decay"], hp["decoupled_weight_decay"], step)
+
+
+def _radam(p, g, state, step, hp):
+    from nnjit.kernels.optim import radam_update
+
+    radam_update(p, g, state[0], state[1], hp["lr"], *hp["betas"], hp["eps"],
+                 hp["weight_decay"], hp["decoupled_weight_decay"], step)
+
+
+MORE_CASES = {  # name: (torch class name, our kernel call, hyperparameters (torch's names))
+    "adagrad": ("Adagrad", _adagrad, dict(lr=0.1, lr_decay=0.0, weight_decay=0.0,
+                                          initial_accumulator_value=0.0, eps=1e-10)),
+    "adagrad-decay-wd-init": ("Adagrad", _adagrad,
+                              dict(lr=0.1, lr_decay=0.05, weight_decay=0.1,
+                                   initial_accumulator_value=0.3, eps=1e-8)),
+    "adadelta": ("Adadelta", _adadelta, dict(lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0)),
+    "adadelta-wd": ("Adadelta", _adadelta, dict(lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1)),
+    "adamax": ("Adamax", _adamax, dict(lr=0.002, betas=(0.9, 0.999), eps=1e-8,
+                                       weight_decay=0.0)),
+    "adamax-wd": ("Adamax", _adamax, dict(lr=0.01, betas=(0.8, 0.99), eps=1e-6,
+                                          weight_decay=0.1)),
+    "nadam": ("NAdam", _nadam, dict(lr=0.002, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                                    momentum_decay=4e-3, decoupled_weight_decay=False)),
+    "nadam-wd": ("NAdam", _nadam, dict(lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1,
+                                       momentum_decay=0.01, decoupled_weight_decay=False)),
+    "nadam-decoupled": ("NAdam", _nadam, dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8,
+                                              weight_decay=0.1, momentum_decay=4e-3,
+                                              decoupled_weight_decay=True)),
+    "radam": ("RAdam", _radam, dict(lr=0.001, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
+                                    decoupled_weight_decay=False)),
+    "radam-wd": ("RAdam", _radam, dict(lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1,
+                                       decoupled_weight_decay=False)),
+    "radam-decoupled": ("RAdam", _radam, dict(lr=0.01, betas=(0.9, 0.999), eps=1e-8,
+                                              weight_decay=0.1, decoupled_weight_decay=True)),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("case", list(MORE_CASES))
+def test_more_optimizers_match_torch_step_by_step(case, dtype):
+    """Every step's parameters equal torch's (float64 within 1e-12), weight decay and
+    decoupled weight decay included, from state buffers that start as garbage (step 1
+    initialises them). torch keeps NAdam's momentum product in its default dtype: set to the
+    parameters' here, as nnjit keeps it in the arena's."""
+    torch = pytest.importorskip("torch")
+    name, ours, hp = MORE_CASES[case]
+    p0, grads = _more_problem(dtype)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64 if dtype == np.float64 else torch.float32)
+    try:
+        param = torch.tensor(p0.copy(), requires_grad=True)
+        opt = getattr(torch.optim, name)([param], **hp)
+        p, state = p0.copy(), np.full((3, N), np.nan, dtype)
+        for step, g in enumerate(grads, start=1):
+            param.grad = torch.tensor(g.copy())
+            opt.step()
+            ours(p, g, state, step, hp)
+            np.testing.assert_allclose(p, param.detach().numpy(), err_msg=f"step {step}",
+                                       **_tol(dtype))
+    finally:
+        torch.set_default_dtype(previous)
+    assert p.dtype == dtype

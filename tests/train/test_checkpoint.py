@@ -88,17 +88,19 @@ def test_failed_save_keeps_previous_file(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_trainer_checkpoint_resumes_exactly(tmp_path, dtype):
+@pytest.mark.parametrize("optimizer", [nn.Adam, nn.NAdam, nn.Adagrad])
+def test_trainer_checkpoint_resumes_exactly(tmp_path, dtype, optimizer):
     """6 epochs in one go == 4 epochs, checkpoint, new process-like trainer, 2 more epochs; in
     float64 too, where the fresh model's parameters are float32 until the trainer lays it out
-    (loading must not round the checkpoint's float64 values to them)."""
+    (loading must not round the checkpoint's float64 values to them). NAdam's state has a third
+    row (its momentum product), Adagrad's one."""
     X, y = nn.datasets.load_iris()
     X = nn.datasets.standardize(X)
 
     def make():
         nn.set_seed(4)
         model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.2), nn.Linear(8, 3))
-        return model, nn.Trainer(model, nn.Adam(lr=0.01), dtype=dtype, seed=9)
+        return model, nn.Trainer(model, optimizer(lr=0.01), dtype=dtype, seed=9)
 
     def fit(trainer, epochs):
         trainer.fit(nn.DataLoader(X, y, batch_size=16), epochs=epochs, n_iter_no_change=None,
