@@ -34,48 +34,39 @@ def fuse(tape, keep: set[int]) -> int:
     return _relu_into_batch_norm(tape, keep) + _relu_into_max_pool(tape, keep)
 
 
-def _relu_into_batch_norm(tape, keep: set[int]) -> int:
-    relu, batch_norm = OPCODE_OF["RELU"], OPCODE_OF["BATCH_NORM"]
-    nodes = tape.nodes
+def _chains(nodes, keep: set[int], first: int, second: int):
+    """``(j, k)`` for every node ``k`` of opcode ``second`` whose input 0 is the output of node
+    ``j`` of opcode ``first``, read by ``k`` alone and not a slot to keep."""
     readers = Counter(slot for node in nodes for slot in node.inputs)
-    producer = {node.out: k for k, node in enumerate(nodes)}
-    removed = set()
+    producer = {node.out: j for j, node in enumerate(nodes)}
     for k, node in enumerate(nodes):
-        if node.opcode != relu:
+        if node.opcode != second or node.python_op is not None:
             continue
         source = node.inputs[0]
         j = producer.get(source)
-        if j is None or source in keep or readers[source] != 1:
-            continue
-        before = nodes[j]
-        if before.opcode != batch_norm:
-            continue
-        before.out = node.out
-        tape.hyper[before.aux[0] + normalization.BN_RELU] = 1.0
+        if j is not None and source not in keep and readers[source] == 1 \
+                and nodes[j].opcode == first:
+            yield j, k
+
+
+def _relu_into_batch_norm(tape, keep: set[int]) -> int:
+    removed = set()
+    for j, k in _chains(tape.nodes, keep, OPCODE_OF["BATCH_NORM"], OPCODE_OF["RELU"]):
+        norm, relu = tape.nodes[j], tape.nodes[k]
+        norm.out = relu.out  # the batch norm writes the ReLU's output
+        tape.hyper[norm.aux[0] + normalization.BN_RELU] = 1.0
         removed.add(k)
     return _drop(tape, removed)
 
 
 def _relu_into_max_pool(tape, keep: set[int]) -> int:
-    relu, max_pool = OPCODE_OF["RELU"], OPCODE_OF["MAXPOOL2D"]
-    nodes = tape.nodes
-    readers = Counter(slot for node in nodes for slot in node.inputs)
-    producer = {node.out: k for k, node in enumerate(nodes)}
     removed = set()
-    for node in nodes:
-        if node.opcode != max_pool or node.python_op is not None:
-            continue
-        source = node.inputs[0]
-        k = producer.get(source)
-        if k is None or k in removed or source in keep or readers[source] != 1:
-            continue
-        before = nodes[k]
-        if before.opcode != relu:
-            continue
-        node.inputs[0] = before.inputs[0]
-        node.needs_grad[0] = before.needs_grad[0]
-        tape.hyper[node.aux[0] + pooling.G_RELU] = 1.0
-        removed.add(k)
+    for j, k in _chains(tape.nodes, keep, OPCODE_OF["RELU"], OPCODE_OF["MAXPOOL2D"]):
+        relu, pool = tape.nodes[j], tape.nodes[k]
+        pool.inputs[0] = relu.inputs[0]  # the pool reads the ReLU's input
+        pool.needs_grad[0] = relu.needs_grad[0]
+        tape.hyper[pool.aux[0] + pooling.G_RELU] = 1.0
+        removed.add(j)
     return _drop(tape, removed)
 
 

@@ -73,6 +73,27 @@ def sgd_update(params, grads, velocity, lr, momentum, dampening, nesterov, weigh
         params[i] -= lr_ * (g + mom_n * buf if nesterov else buf)
 
 
+@jit(inline="always")
+def _moment_terms(params, beta1, beta2, weight_decay, decoupled, lr):
+    """``(b1, 1-b1, b2, 1-b2, l2, decay)`` in the arrays' dtype, for the Adam family's moments
+    and weight decay: L2 added to the gradient (``l2``), or with ``decoupled`` applied to the
+    weights (``decay``, AdamW's)."""
+    dt = params.dtype.type
+    return (dt(beta1), dt(1.0 - beta1), dt(beta2), dt(1.0 - beta2),
+            dt(0.0) if decoupled else dt(weight_decay),
+            dt(1.0 - lr * weight_decay) if decoupled else dt(1.0))
+
+
+@jit(inline="always")
+def _moments(m, v, i, g, b1, omb1, b2, omb2):
+    """Update and return the first and second moments of element ``i`` with gradient ``g``."""
+    mi = b1 * m[i] + omb1 * g
+    vi = b2 * v[i] + omb2 * g * g
+    m[i] = mi
+    v[i] = vi
+    return mi, vi
+
+
 @jit
 def adam_update(params, grads, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, step,
                 sklearn=False):
@@ -93,20 +114,13 @@ def adam_update(params, grads, m, v, lr, beta1, beta2, eps, weight_decay, decoup
     step_size = dt(lr / (1.0 - beta1**step))
     inv_bc2_sqrt_f64 = 1.0 / math.sqrt(1.0 - beta2**step)
     inv_bc2_sqrt = dt(inv_bc2_sqrt_f64)
-    b1 = dt(beta1)
-    b2 = dt(beta2)
-    omb1 = dt(1.0 - beta1)
-    omb2 = dt(1.0 - beta2)
+    b1, omb1, b2, omb2, l2, decay = _moment_terms(params, beta1, beta2, weight_decay, decoupled,
+                                                  lr)
     eps_ = dt(eps * inv_bc2_sqrt_f64) if sklearn else dt(eps)
-    l2 = dt(0.0) if decoupled else dt(weight_decay)
-    decay = dt(1.0 - lr * weight_decay) if decoupled else dt(1.0)
     for i in prange(params.shape[0]):
         p = params[i]
         g = grads[i] + l2 * p
-        mi = b1 * m[i] + omb1 * g
-        vi = b2 * v[i] + omb2 * g * g
-        m[i] = mi
-        v[i] = vi
+        mi, vi = _moments(m, v, i, g, b1, omb1, b2, omb2)
         params[i] = p * decay - step_size * mi / (math.sqrt(vi) * inv_bc2_sqrt + eps_)
 
 
@@ -232,20 +246,13 @@ def nadam_update(params, grads, m, v, mu_product, lr, beta1, beta2, eps, weight_
     c_grad = dt(-lr * (1.0 - mu) / (1.0 - float(product)))
     c_avg = dt(-lr * mu_next / (1.0 - float(product) * mu_next))
     inv_bc2 = dt(1.0 / (1.0 - beta2**step))
-    b1 = dt(beta1)
-    omb1 = dt(1.0 - beta1)
-    b2 = dt(beta2)
-    omb2 = dt(1.0 - beta2)
+    b1, omb1, b2, omb2, l2, decay = _moment_terms(params, beta1, beta2, weight_decay, decoupled,
+                                                  lr)
     eps_ = dt(eps)
-    l2 = dt(0.0) if decoupled else dt(weight_decay)
-    decay = dt(1.0 - lr * weight_decay) if decoupled else dt(1.0)
     for i in prange(params.shape[0]):
         p = params[i] * decay
         g = grads[i] + l2 * p
-        mi = b1 * m[i] + omb1 * g
-        vi = b2 * v[i] + omb2 * g * g
-        m[i] = mi
-        v[i] = vi
+        mi, vi = _moments(m, v, i, g, b1, omb1, b2, omb2)
         denom = math.sqrt(vi * inv_bc2) + eps_
         params[i] = p + c_grad * g / denom + c_avg * mi / denom
 
@@ -268,20 +275,13 @@ def radam_update(params, grads, m, v, lr, beta1, beta2, eps, weight_decay, decou
                       / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho_t)) if rectified else 1.0)
     step_size = dt(lr / bc1)
     scale = dt(math.sqrt(bc2) * rect)
-    b1 = dt(beta1)
-    omb1 = dt(1.0 - beta1)
-    b2 = dt(beta2)
-    omb2 = dt(1.0 - beta2)
+    b1, omb1, b2, omb2, l2, decay = _moment_terms(params, beta1, beta2, weight_decay, decoupled,
+                                                  lr)
     eps_ = dt(eps)
-    l2 = dt(0.0) if decoupled else dt(weight_decay)
-    decay = dt(1.0 - lr * weight_decay) if decoupled else dt(1.0)
     for i in prange(params.shape[0]):
         p = params[i] * decay
         g = grads[i] + l2 * p
-        mi = b1 * m[i] + omb1 * g
-        vi = b2 * v[i] + omb2 * g * g
-        m[i] = mi
-        v[i] = vi
+        mi, vi = _moments(m, v, i, g, b1, omb1, b2, omb2)
         if rectified:  # (loop-invariant: unswitched)
             params[i] = p - step_size * mi * scale / (math.sqrt(vi) + eps_)
         else:
