@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import weakref
 
 import numpy as np
 
@@ -71,6 +72,11 @@ def _input_entries(inputs) -> list[int]:
         entries += [x.slot, first, x.cols]
         first += x.cols
     return entries
+
+
+# id(dispatch table) -> a reference to it, for the tables whose training loop was compiled (or
+# loaded) under the cross-process lock: later runs skip the argument typing that check costs
+_locked_tables: dict[int, weakref.ref] = {}
 
 
 class Program:
@@ -343,6 +349,10 @@ class Program:
         self.gdata[G_INPUT_LOADED] = 0  # the caller's X may differ from the last call's
         args = self.loop_arrays(options, data, step, state, best, history, out, batch_log)
         execute = it.execute
+        ready = _locked_tables.get(id(args.table))
+        if ready is None or ready() is not args.table:  # a first run of this table (any fit)
+            compile_notice.ensure_compiled(execute, args)  # one process compiles, under a lock
+            _locked_tables[id(args.table)] = weakref.ref(args.table)
         while True:
             status, where = execute(*args) if call is None else call(execute, args)
             if status == st.YIELD_FORWARD or status == st.YIELD_BACKWARD:
