@@ -47,6 +47,7 @@ from nnjit.train.checkpoint_methods import CheckpointMethods
 from nnjit.train.fit_arguments import fit_arguments
 from nnjit.train.fit_plan import MONITORS, FitPlan
 from nnjit.train.fit_report import batch_history, epoch_line, fit_history, show_rows, summary_line
+from nnjit.train.exclusive import exclusive
 from nnjit.train.inference import InferenceMethods
 from nnjit.train.interrupt import EpochCaller, StopRequest, in_main_thread, run_in_worker
 from nnjit.train.run_state import RunState, restore_best
@@ -330,57 +331,58 @@ class Trainer(InferenceMethods, CheckpointMethods):
             ValueError: bad arguments or data (the message names the argument or layer).
             TrainingDivergedError: the loss became NaN/inf (best weights restored first).
         """
-        train, epochs, val = fit_arguments(train, y, epochs, val, batch_size, shuffle)
-        train, val = with_validation(train, val, val_dataloader, "fit")
-        plan = FitPlan.build(
-            self.loss, val is not None, epochs=epochs, initial_epoch=initial_epoch,
-            schedule_epochs=schedule_epochs, tol=tol, n_iter_no_change=n_iter_no_change,
-            monitor=monitor, restore_best=restore_best, verbose=verbose, callbacks=callbacks,
-            scheduler=scheduler, grad_clip_norm=grad_clip_norm,
-            accumulation_steps=accumulation_steps, log_batches=log_batches)
-        data = FitData(train, val, self._graph_input, self.loss, self.dtype)
+        with exclusive(self, "fit", fit=True):  # (one run on a model at a time)
+            train, epochs, val = fit_arguments(train, y, epochs, val, batch_size, shuffle)
+            train, val = with_validation(train, val, val_dataloader, "fit")
+            plan = FitPlan.build(
+                self.loss, val is not None, epochs=epochs, initial_epoch=initial_epoch,
+                schedule_epochs=schedule_epochs, tol=tol, n_iter_no_change=n_iter_no_change,
+                monitor=monitor, restore_best=restore_best, verbose=verbose, callbacks=callbacks,
+                scheduler=scheduler, grad_clip_norm=grad_clip_norm,
+                accumulation_steps=accumulation_steps, log_batches=log_batches)
+            data = FitData(train, val, self._graph_input, self.loss, self.dtype)
 
-        # Lay the model out for the data; the targets take the width of its outputs.
-        Y = self._compile(data.specs, data.targets, data.max_rows, "fit",
-                          inputs=data.train.inputs)
-        program = self.program
-        if not data.sampled:  # a batch norm refuses training batches of one row
-            check_batch_statistics(program, len(data.X), data.train.batch_size,
-                                   getattr(data.train, "drop_last", False), "fit")
-        Xv, Yv = data.validation_arrays(program.output_cols, Y)
-        augmentation = augmentation_for(data.train, program.layout, program.input_specs[0].dims)
-        distributed = self.distributed is not None and self.distributed.size > 1
-        if distributed:  # (one rank: the plain fit) every rank refuses together, before any work
-            self.distributed.check_fit(program, data.X, Y, data.train.batch_size,
-                                       bool(getattr(data.train, "drop_last", False)),
-                                       augmentation is not None, data.structure is not None,
-                                       self.seed)
+            # Lay the model out for the data; the targets take the width of its outputs.
+            Y = self._compile(data.specs, data.targets, data.max_rows, "fit",
+                              inputs=data.train.inputs)
+            program = self.program
+            if not data.sampled:  # a batch norm refuses training batches of one row
+                check_batch_statistics(program, len(data.X), data.train.batch_size,
+                                       getattr(data.train, "drop_last", False), "fit")
+            Xv, Yv = data.validation_arrays(program.output_cols, Y)
+            augmentation = augmentation_for(data.train, program.layout, program.input_specs[0].dims)
+            distributed = self.distributed is not None and self.distributed.size > 1
+            if distributed:  # (one rank: the plain fit) every rank refuses together, before any work
+                self.distributed.check_fit(program, data.X, Y, data.train.batch_size,
+                                           bool(getattr(data.train, "drop_last", False)),
+                                           augmentation is not None, data.structure is not None,
+                                           self.seed)
 
-        # The plan becomes the run's options; the run state starts (or continues).
-        steps_per_epoch = plan.steps_per_epoch(len(data.train))
-        lr_table, plateau = plan.schedule(self.optimizer.lr, steps_per_epoch)
-        self._options = options = plan.run_options(
-            data, program.max_batch, self.optimizer, self.regularizer, plateau, self._dense_mode,
-            augmentation, self.distributed.run_option(self.dtype) if distributed else None)
-        carried = self._start_run_state(plan, steps_per_epoch, plateau)
-        history = np.zeros((plan.epochs, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
-        self._batch_log = (np.zeros((plan.epochs * len(data.train), len(fields.BATCH_COLUMNS)))
-                           if plan.log_batches else None)
-        self.batch_history_ = None
-        arrays = (data.X, Y, Xv, Yv, self._shuffle_order(len(data.X)))
-        step = self._step_arrays(plan, lr_table, plateau)
-        stop = None  # (the plain single call: Ctrl-C is seen when it returns)
-        try:
-            if plan.per_epoch or plan.threaded:  # Python runs alongside: compile before its clocks
-                stop = StopRequest(self._run_state)
-                program.prepare(options, arrays, step(), self._state, self._best, history,
-                                self._empty(1), self._batch_log)
-            self._begin_callbacks(plan, carried)
-            status, interrupted = self._run(plan, options, arrays, step, history, stop)
-        finally:
-            if distributed:
-                self.distributed.record_fit(self._state)
-        return self._end_fit(plan, status, interrupted)
+            # The plan becomes the run's options; the run state starts (or continues).
+            steps_per_epoch = plan.steps_per_epoch(len(data.train))
+            lr_table, plateau = plan.schedule(self.optimizer.lr, steps_per_epoch)
+            self._options = options = plan.run_options(
+                data, program.max_batch, self.optimizer, self.regularizer, plateau, self._dense_mode,
+                augmentation, self.distributed.run_option(self.dtype) if distributed else None)
+            carried = self._start_run_state(plan, steps_per_epoch, plateau)
+            history = np.zeros((plan.epochs, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
+            self._batch_log = (np.zeros((plan.epochs * len(data.train), len(fields.BATCH_COLUMNS)))
+                               if plan.log_batches else None)
+            self.batch_history_ = None
+            arrays = (data.X, Y, Xv, Yv, self._shuffle_order(len(data.X)))
+            step = self._step_arrays(plan, lr_table, plateau)
+            stop = None  # (the plain single call: Ctrl-C is seen when it returns)
+            try:
+                if plan.per_epoch or plan.threaded:  # Python runs alongside: compile before its clocks
+                    stop = StopRequest(self._run_state)
+                    program.prepare(options, arrays, step(), self._state, self._best, history,
+                                    self._empty(1), self._batch_log)
+                self._begin_callbacks(plan, carried)
+                status, interrupted = self._run(plan, options, arrays, step, history, stop)
+            finally:
+                if distributed:
+                    self.distributed.record_fit(self._state)
+            return self._end_fit(plan, status, interrupted)
 
     def _start_run_state(self, plan: FitPlan, steps_per_epoch: int, plateau: np.ndarray):
         """Reset the run state for ``plan``; a fit from ``initial_epoch`` continues early
