@@ -332,7 +332,7 @@ class Program:
                                          batch_log))
 
     def run(self, options: RunOptions, data, step: StepArrays, state, best, history, out,
-            on_pause=None, batch_log=None, call=None) -> int:
+            on_pause=None, batch_log=None, call=None, grow=None) -> int:
         """Call the compiled loop until ``options.task`` is done, running Python ops and pauses.
 
         Args:
@@ -342,6 +342,8 @@ class Program:
             on_pause: called after every epoch chunk; returning False stops the run.
             batch_log: optional (epochs * batches, 5) float64 array for per-batch rows.
             call: ``call(execute, arrays)`` runs each compiled call (default: directly).
+            grow: called after ``on_pause`` with the :class:`LoopArrays`; returns them, or
+                them with a longer ``history`` / ``batch_log`` for the next epochs.
 
         Returns the final status (DONE, or PAUSED when ``on_pause`` stopped it).
         Raises on divergence.
@@ -361,6 +363,8 @@ class Program:
             if status == st.PAUSED:
                 if on_pause is not None and on_pause() is False:
                     return status
+                if grow is not None:
+                    args = grow(args)
                 continue
             if status != st.DONE:
                 self.current_rows = int(state[fields.ST_ROWS])  # (views show the failed batch)

@@ -365,8 +365,12 @@ class Trainer(InferenceMethods, CheckpointMethods):
                 data, program.max_batch, self.optimizer, self.regularizer, plateau, self._dense_mode,
                 augmentation, self.distributed.run_option(self.dtype) if distributed else None)
             carried = self._start_run_state(plan, steps_per_epoch, plateau)
-            history = np.zeros((plan.epochs, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
-            self._batch_log = (np.zeros((plan.epochs * len(data.train), len(fields.BATCH_COLUMNS)))
+            # a fit paused every epoch grows its history as epochs run (epochs=10**12 with a
+            # callback that stops it is fine); one compiled call needs every row up front
+            rows = _history_rows(plan, plan.initial_epoch + HISTORY_CHUNK if plan.per_epoch
+                                 else plan.epochs, len(data.train))
+            history = np.zeros((rows, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
+            self._batch_log = (np.zeros((rows * len(data.train), len(fields.BATCH_COLUMNS)))
                                if plan.log_batches else None)
             self.batch_history_ = None
             arrays = (data.X, Y, Xv, Yv, self._shuffle_order(len(data.X)))
@@ -448,10 +452,11 @@ class Trainer(InferenceMethods, CheckpointMethods):
         request, or a KeyboardInterrupt between epochs, stops it cleanly."""
         state, callbacks, program = self._run_state, plan.callbacks, self.program
         classification = self.loss.is_classification
+        rows = [history]  # the current history array (a per-epoch fit grows it)
 
         def on_epoch():
             self.optimizer.iterations = int(state.step)  # checkpoints see the real count
-            self.history_ = frame = fit_history(history, state, self._fit_start,
+            self.history_ = frame = fit_history(rows[0], state, self._fit_start,
                                                 plan.monitor, classification)
             self._batch_frame()
             logs = frame.iloc[-1].to_dict()
@@ -469,12 +474,26 @@ class Trainer(InferenceMethods, CheckpointMethods):
         call = (EpochCaller(stop, len(arrays[0]) * program.n_params)
                 if plan.per_epoch and in_main_thread() and not program.python_ops else None)
 
+        def grow(args):
+            done, have = int(state.epoch), len(rows[0])
+            if done + 1 < have or have >= plan.epochs:  # (room for the next epoch's row)
+                return args
+            log = self._batch_log
+            per_epoch = len(log) // have if log is not None else 0  # (batches per epoch)
+            n = _history_rows(plan, max(2 * have, done + HISTORY_CHUNK), per_epoch)
+            rows[0] = _longer(rows[0], n)
+            if log is not None:
+                self._batch_log = _longer(log, n * per_epoch)
+            return args._replace(history=rows[0], batch_log=(
+                self._batch_log if self._batch_log is not None else args.batch_log))
+
         def run():
             with single_threaded_blas():
                 return program.run(options, arrays, step(), self._state, self._best, history,
                                    empty_rows(self.dtype, 1),
                                    on_pause=on_epoch if plan.per_epoch else None,
-                                   batch_log=self._batch_log, call=call)
+                                   batch_log=self._batch_log, call=call,
+                                   grow=grow if plan.per_epoch else None)
 
         status = None
         interrupted = False
@@ -500,7 +519,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
             requested = stop is not None and stop.requested
             if requested:
                 state.clear_stop_request()  # a Ctrl-C is not early stopping: a resume goes on
-            self.history_ = fit_history(history, state, self._fit_start, plan.monitor,
+            self.history_ = fit_history(rows[0], state, self._fit_start, plan.monitor,
                                         classification)
             self._batch_frame()
         return status, interrupted or requested
@@ -582,3 +601,31 @@ def _inference_trainer(model: Module) -> Trainer:
 
 
 provide("inference_trainer", _inference_trainer)
+
+
+#: Rows a fit paused every epoch adds to its history at a time (it doubles as epochs run).
+HISTORY_CHUNK = 64
+
+#: The most history (and per-batch log) bytes a fit allocates before it runs.
+MAX_HISTORY_BYTES = 1 << 30
+
+
+def _history_rows(plan, rows: int, batches: int) -> int:
+    """``rows`` history rows, at most the fit's ``epochs``; a ValueError naming ``epochs``
+    when they (and the per-batch log) would exceed :data:`MAX_HISTORY_BYTES`."""
+    rows = min(rows, plan.epochs)
+    width = len(fields.HISTORY_COLUMNS) + (
+        batches * len(fields.BATCH_COLUMNS) if plan.log_batches else 0)
+    if rows * width * 8 > MAX_HISTORY_BYTES:
+        raise ValueError(
+            f"fit: epochs={plan.epochs} needs {rows * width * 8 / 2**30:,.1f} GiB of history "
+            f"rows in one compiled call; pass fewer epochs, or a callback or verbose=2 (the fit "
+            f"then pauses every epoch and its history grows as epochs run)")
+    return rows
+
+
+def _longer(array: np.ndarray, rows: int) -> np.ndarray:
+    """``array`` copied into a zeroed array of ``rows`` rows."""
+    out = np.zeros((rows, *array.shape[1:]), dtype=array.dtype)
+    out[:len(array)] = array
+    return out
