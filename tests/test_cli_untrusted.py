@@ -208,3 +208,4 @@ def test_a_sweeps_folder_linking_out_of_the_root_is_refused(work, tmp_path):
     assert "link" in done.stderr
     assert list(outside.iterdir()) == []
 
+

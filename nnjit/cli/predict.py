@@ -95,21 +95,18 @@ def checkpoint_contents(path: str, name: str):
 
 def read_rows(path: str, encoding):
     """The CSV's rows encoded as the training rows were (float32 ``X``)."""
-    import stat
-
     import pandas as pd
 
-    try:  # a FIFO or a device would block or never end: only regular files are read
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise CommandError(f"cannot read the CSV {path}: not a regular file")
-    except FileNotFoundError as e:
-        raise CommandError(f"no such CSV file: {path}") from e
+    from nnjit.io.regular import open_regular
+
     try:
-        df = pd.read_csv(path)
+        with open_regular(path, "rb") as fh:  # (a FIFO or a device is refused, never read)
+            df = pd.read_csv(fh)
     except FileNotFoundError as e:
         raise CommandError(f"no such CSV file: {path}") from e
-    except (OSError, ValueError) as e:  # unreadable, empty, malformed, not UTF-8
-        raise CommandError(f"cannot read the CSV {path}: {e}") from e
+    except (OSError, ValueError) as e:  # unreadable, not regular, empty, malformed, not UTF-8
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)[:200]
+        raise CommandError(f"cannot read the CSV {path}: {reason}") from e
     if len(df) == 0:
         raise CommandError(f"{path} has no rows to predict")
     try:

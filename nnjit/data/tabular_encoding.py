@@ -11,6 +11,7 @@ finite numbers), and ``transform`` applies it to new rows. A run trained on a CS
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from nnjit.checks import Real
+from nnjit.io.regular import open_regular
 
 TASKS = ("classification", "regression")
 #: ``TabularEncoding.state()["format"]``; ``version`` is :data:`ENCODING_VERSION`.
@@ -237,10 +239,14 @@ class TabularEncoding:
         if os.path.getsize(path) > MAX_ENCODING_BYTES:
             raise ValueError(f"{where}: larger than {MAX_ENCODING_BYTES} bytes; not an encoding")
         try:
-            with open(path, encoding="utf-8") as fh:
+            with open_regular(path, "r", encoding="utf-8") as fh:  # (never a FIFO)
                 state = json.load(fh, parse_constant=_reject_constant)
         except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, NaN, nested too deep
             raise ValueError(f"{where}: not a JSON encoding file ({str(e)[:200]})") from None
+        except OSError as e:
+            if e.errno != errno.EINVAL:  # (missing, unreadable: as open() says)
+                raise
+            raise ValueError(f"{where}: {e.strerror}") from None
         return cls.from_state(state, where)
 
 

@@ -11,6 +11,8 @@ import csv
 import io
 import math
 
+from nnjit.io.regular import open_regular
+
 __all__ = ["IDPS_BATCH_COLUMNS", "IDPS_COLUMNS", "format_value", "history_text",
            "read_batch_history", "read_history", "read_rows"]
 
@@ -48,7 +50,7 @@ def read_rows(path) -> list[list[str]]:
     if not path.exists():
         return []
     try:
-        with open(path, encoding="utf-8", newline="") as fh:
+        with open_regular(path, "r", encoding="utf-8", newline="") as fh:
             rows = list(csv.reader(fh))
     except (UnicodeDecodeError, csv.Error) as e:
         raise ValueError(f"{path}: not a readable idps.csv ({e})") from None
@@ -87,7 +89,8 @@ def _read_csv(path):
     import pandas as pd
 
     try:
-        return pd.read_csv(path)
+        with open_regular(path, "rb") as fh:  # (never a FIFO or a device)
+            return pd.read_csv(fh)
     except ValueError as e:  # UnicodeDecodeError, ParserError, EmptyDataError
         raise ValueError(f"{path}: not a readable idps.csv ({type(e).__name__}: "
                          f"{str(e)[:200]})") from None
