@@ -209,3 +209,20 @@ def test_a_sweeps_folder_linking_out_of_the_root_is_refused(work, tmp_path):
     assert list(outside.iterdir()) == []
 
 
+
+
+def test_the_cli_fuzzer_one_case_of_each_kind(tmp_path):
+    """The first cases of ``tools/fuzz_cli.py`` (one per kind of change), through the installed
+    command: each is ok or refused in one line (on main, cases 0-5 gave a traceback for the
+    forged params and the damaged idps.csv)."""
+    import importlib.util
+    from pathlib import Path
+
+    tool = Path(__file__).resolve().parents[1] / "tools" / "fuzz_cli.py"
+    spec = importlib.util.spec_from_file_location("fuzz_cli", tool)
+    fuzz = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fuzz)
+    base, run_id = fuzz.base_run(tmp_path)
+    results = [fuzz.run_case(case, 0, base, run_id, 120) for case in range(len(fuzz.KINDS))]
+    assert {r["kind"] for r in results} == set(fuzz.KINDS)
+    assert [r for r in results if r["outcome"] not in ("ok", "refused")] == []

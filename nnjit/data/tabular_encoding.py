@@ -15,6 +15,7 @@ import errno
 import json
 import math
 import os
+import reprlib
 
 import numpy as np
 import pandas as pd
@@ -270,10 +271,14 @@ def _check_scalar(value, what: str, where: str | None = None, names: bool = Fals
 
 
 def _excerpt(value, limit: int = 200) -> str:
-    """``value`` quoted in at most ~``limit`` characters (a file's content may be any size)."""
-    from nnjit.experiment.excerpt import excerpt  # (lazily: nnjit.experiment imports nnjit.data)
-
-    return excerpt(value, limit)
+    """``repr(value)`` in at most ~``limit`` characters (a file's content may be any size; the
+    same rule as :func:`nnjit.experiment.excerpt.excerpt`, which sits in a layer above)."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    bounded = reprlib.Repr()
+    bounded.maxstring = bounded.maxother = limit
+    text = bounded.repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."
 
 
 def _check_unique(values: list, what: str, where: str) -> None:

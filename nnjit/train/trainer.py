@@ -46,7 +46,8 @@ from nnjit.train import resume
 from nnjit.train.checkpoint_methods import CheckpointMethods
 from nnjit.train.fit_arguments import fit_arguments
 from nnjit.train.fit_plan import MONITORS, FitPlan
-from nnjit.train.fit_report import batch_history, epoch_line, fit_history, show_rows, summary_line
+from nnjit.train.fit_report import (HISTORY_CHUNK, batch_history, epoch_line, fit_history,
+                                    grown_history, history_rows, show_rows, summary_line)
 from nnjit.train.exclusive import exclusive
 from nnjit.train.inference import InferenceMethods
 from nnjit.train.interrupt import EpochCaller, StopRequest, in_main_thread, run_in_worker
@@ -367,7 +368,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
             carried = self._start_run_state(plan, steps_per_epoch, plateau)
             # a fit paused every epoch grows its history as epochs run (epochs=10**12 with a
             # callback that stops it is fine); one compiled call needs every row up front
-            rows = _history_rows(plan, plan.initial_epoch + HISTORY_CHUNK if plan.per_epoch
+            rows = history_rows(plan, plan.initial_epoch + HISTORY_CHUNK if plan.per_epoch
                                  else plan.epochs, len(data.train))
             history = np.zeros((rows, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
             self._batch_log = (np.zeros((rows * len(data.train), len(fields.BATCH_COLUMNS)))
@@ -474,18 +475,9 @@ class Trainer(InferenceMethods, CheckpointMethods):
         call = (EpochCaller(stop, len(arrays[0]) * program.n_params)
                 if plan.per_epoch and in_main_thread() and not program.python_ops else None)
 
-        def grow(args):
-            done, have = int(state.epoch), len(rows[0])
-            if done + 1 < have or have >= plan.epochs:  # (room for the next epoch's row)
-                return args
-            log = self._batch_log
-            per_epoch = len(log) // have if log is not None else 0  # (batches per epoch)
-            n = _history_rows(plan, max(2 * have, done + HISTORY_CHUNK), per_epoch)
-            rows[0] = _longer(rows[0], n)
-            if log is not None:
-                self._batch_log = _longer(log, n * per_epoch)
-            return args._replace(history=rows[0], batch_log=(
-                self._batch_log if self._batch_log is not None else args.batch_log))
+        def grow(args):  # (a paused fit: a longer history for the next epochs when needed)
+            args, self._batch_log = grown_history(args, rows, self._batch_log, state.epoch, plan)
+            return args
 
         def run():
             with single_threaded_blas():
@@ -602,30 +594,3 @@ def _inference_trainer(model: Module) -> Trainer:
 
 provide("inference_trainer", _inference_trainer)
 
-
-#: Rows a fit paused every epoch adds to its history at a time (it doubles as epochs run).
-HISTORY_CHUNK = 64
-
-#: The most history (and per-batch log) bytes a fit allocates before it runs.
-MAX_HISTORY_BYTES = 1 << 30
-
-
-def _history_rows(plan, rows: int, batches: int) -> int:
-    """``rows`` history rows, at most the fit's ``epochs``; a ValueError naming ``epochs``
-    when they (and the per-batch log) would exceed :data:`MAX_HISTORY_BYTES`."""
-    rows = min(rows, plan.epochs)
-    width = len(fields.HISTORY_COLUMNS) + (
-        batches * len(fields.BATCH_COLUMNS) if plan.log_batches else 0)
-    if rows * width * 8 > MAX_HISTORY_BYTES:
-        raise ValueError(
-            f"fit: epochs={plan.epochs} needs {rows * width * 8 / 2**30:,.1f} GiB of history "
-            f"rows in one compiled call; pass fewer epochs, or a callback or verbose=2 (the fit "
-            f"then pauses every epoch and its history grows as epochs run)")
-    return rows
-
-
-def _longer(array: np.ndarray, rows: int) -> np.ndarray:
-    """``array`` copied into a zeroed array of ``rows`` rows."""
-    out = np.zeros((rows, *array.shape[1:]), dtype=array.dtype)
-    out[:len(array)] = array
-    return out
