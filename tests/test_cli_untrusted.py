@@ -213,8 +213,8 @@ def test_a_sweeps_folder_linking_out_of_the_root_is_refused(work, tmp_path):
 
 def test_the_cli_fuzzer_one_case_of_each_kind(tmp_path):
     """The first cases of ``tools/fuzz_cli.py`` (one per kind of change), through the installed
-    command: each is ok or refused in one line (on main, cases 0-5 gave a traceback for the
-    forged params and the damaged idps.csv)."""
+    command: each is ok or refused in one line (on main, case 3, invalid UTF-8 in idps.csv under
+    ``nnjit report``, was a traceback)."""
     import importlib.util
     from pathlib import Path
 
