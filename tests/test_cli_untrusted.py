@@ -29,9 +29,12 @@ def run(tmp_path_factory):
     command; each test works on its own copy of the folder."""
     folder = tmp_path_factory.mktemp("untrusted")
     _table(120, 0).to_csv(folder / "train.csv", index=False)
-    cfg = RunConfig(model=ModelConfig(net=NetConfig(in_dim=6, out_dim=3, hidden_dims=(8,))),
-                    optimizer=OptimizerConfig(lr=0.05),
-                    train=TrainConfig(epochs=4, batch_size=16, patience=None), data="train.csv")
+    cfg = RunConfig(
+        model=ModelConfig(net=NetConfig(in_dim=6, out_dim=3, hidden_dims=(8,))),
+        optimizer=OptimizerConfig(lr=0.05),
+        train=TrainConfig(epochs=4, batch_size=16, patience=None),
+        data="train.csv",
+    )
     (folder / "cfg.yaml").write_text(cfg.to_yaml())
     done = nnjit_command("train", "cfg.yaml", "-q", cwd=folder)
     assert done.returncode == 0, done.stderr
@@ -59,8 +62,9 @@ def _forge(path, metadata=None, params=None):
 
 
 def _predict(folder, source, data="new.csv", timeout=120):
-    return nnjit_command("predict", source, "--data", data, "--out", "out.csv", cwd=folder,
-                         timeout=timeout)
+    return nnjit_command(
+        "predict", source, "--data", data, "--out", "out.csv", cwd=folder, timeout=timeout
+    )
 
 
 def test_a_huge_network_in_a_checkpoint_config_is_refused_before_it_is_built(work):
@@ -95,8 +99,10 @@ def test_forged_weights_in_a_checkpoint_are_one_line(work, change):
 
     _forge(ckpt, params=forge)
     _one_line_error(_predict(folder, ckpt), "nnjit predict:")
-    _one_line_error(nnjit_command("train", "cfg.yaml", "--resume", "last", "--epochs", "6",
-                                  cwd=folder), "nnjit train:")
+    _one_line_error(
+        nnjit_command("train", "cfg.yaml", "--resume", "last", "--epochs", "6", cwd=folder),
+        "nnjit train:",
+    )
 
 
 def test_values_beyond_float32_in_the_csv_are_one_line_naming_the_cell(work):
@@ -150,8 +156,11 @@ def test_a_damaged_idps_csv_is_one_line_in_report(work):
     idps = folder / "runs" / run_id / "idps.csv"
     idps.write_bytes(idps.read_bytes()[:40] + b"\xff\xfe\x80garbage\n")
     _one_line_error(nnjit_command("report", run_id, cwd=folder), "nnjit report:", "idps.csv")
-    _one_line_error(nnjit_command("train", "cfg.yaml", "--resume", "last", "--epochs", "6",
-                                  cwd=folder), "nnjit train:", "idps.csv")
+    _one_line_error(
+        nnjit_command("train", "cfg.yaml", "--resume", "last", "--epochs", "6", cwd=folder),
+        "nnjit train:",
+        "idps.csv",
+    )
 
 
 @pytest.mark.parametrize("content", ["garbage", "nested", "wrong"])
@@ -167,8 +176,11 @@ def test_a_damaged_encoding_json_at_resume_is_one_line(work, content):
         state = json.loads(path.read_text())
         state["feature_names"] = 17
         path.write_text(json.dumps(state))
-    _one_line_error(nnjit_command("train", "cfg.yaml", "--resume", "last", "--epochs", "6",
-                                  cwd=folder), "nnjit train:", "encoding.json")
+    _one_line_error(
+        nnjit_command("train", "cfg.yaml", "--resume", "last", "--epochs", "6", cwd=folder),
+        "nnjit train:",
+        "encoding.json",
+    )
 
 
 def test_a_csv_changed_since_the_run_started_is_one_line(work):
@@ -177,8 +189,10 @@ def test_a_csv_changed_since_the_run_started_is_one_line(work):
     df = pd.read_csv(folder / "train.csv")
     df["sl"] = df["sl"] * 2
     df.to_csv(folder / "train.csv", index=False)
-    _one_line_error(nnjit_command("train", "cfg.yaml", "--resume", "last", "--epochs", "6",
-                                  cwd=folder), "nnjit train:")
+    _one_line_error(
+        nnjit_command("train", "cfg.yaml", "--resume", "last", "--epochs", "6", cwd=folder),
+        "nnjit train:",
+    )
 
 
 def test_a_checkpoints_folder_linking_out_of_the_run_is_refused(work, tmp_path):
@@ -202,13 +216,12 @@ def test_a_sweeps_folder_linking_out_of_the_root_is_refused(work, tmp_path):
     outside = tmp_path / "outside-sweeps"
     outside.mkdir()
     (folder / "runs" / "sweeps").symlink_to(outside, target_is_directory=True)
-    done = nnjit_command("sweep", "cfg.yaml", "--grid", "optimizer.lr=0.01,0.02", "-q",
-                         cwd=folder, timeout=600)
+    done = nnjit_command(
+        "sweep", "cfg.yaml", "--grid", "optimizer.lr=0.01,0.02", "-q", cwd=folder, timeout=600
+    )
     assert done.returncode == 2, done.stderr
     assert "link" in done.stderr
     assert list(outside.iterdir()) == []
-
-
 
 
 def test_the_cli_fuzzer_one_case_of_each_kind(tmp_path):

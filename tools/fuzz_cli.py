@@ -58,11 +58,20 @@ def nnjit(*args, cwd, timeout):
     """The installed ``nnjit`` command (next to this Python) with this checkout first."""
     exe = shutil.which("nnjit", path=os.path.dirname(sys.executable)) or shutil.which("nnjit")
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, env.get("PYTHONPATH", "")
-                                                           .split(os.pathsep))])
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPO), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    )
     env["NNJIT_COMPILE_NOTICE"] = "0"
-    return subprocess.run([exe, *map(str, args)], cwd=cwd, env=env, capture_output=True,
-                          text=True, errors="replace", timeout=timeout, check=False)
+    return subprocess.run(
+        [exe, *map(str, args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _table(n: int, seed: int):
@@ -83,9 +92,12 @@ def base_run(out: Path) -> tuple[Path, str]:
     from nnjit.experiment import ModelConfig, NetConfig, OptimizerConfig, RunConfig, TrainConfig
 
     folder = out / "base"
-    cfg = RunConfig(model=ModelConfig(net=NetConfig(in_dim=6, out_dim=3, hidden_dims=(8,))),
-                    optimizer=OptimizerConfig(lr=0.05),
-                    train=TrainConfig(epochs=4, batch_size=16, patience=None), data="train.csv")
+    cfg = RunConfig(
+        model=ModelConfig(net=NetConfig(in_dim=6, out_dim=3, hidden_dims=(8,))),
+        optimizer=OptimizerConfig(lr=0.05),
+        train=TrainConfig(epochs=4, batch_size=16, patience=None),
+        data="train.csv",
+    )
     run_id = cfg.config_hash()
     if not (folder / "runs" / run_id / "checkpoints" / "last.nne").exists():
         shutil.rmtree(folder, ignore_errors=True)
@@ -113,8 +125,26 @@ def _forge(path: Path, metadata=None, params=None) -> None:
 
 
 def _hostile(rng: random.Random):
-    return rng.choice([10**7, 10**12, -1, 0, 2**63, 1e308, "x" * 100_000, "", None, True,
-                       [10**6] * 50, {"a": [[[]]]}, [[1, 2], [3]], 3.5, "mlp", -0.0])
+    return rng.choice(
+        [
+            10**7,
+            10**12,
+            -1,
+            0,
+            2**63,
+            1e308,
+            "x" * 100_000,
+            "",
+            None,
+            True,
+            [10**6] * 50,
+            {"a": [[[]]]},
+            [[1, 2], [3]],
+            3.5,
+            "mlp",
+            -0.0,
+        ]
+    )
 
 
 def _paths(state, prefix=()):
@@ -142,11 +172,13 @@ def mutate(kind: str, rng: random.Random, work: Path, run: Path, outside: Path) 
     checkpoints = run / "checkpoints"
     ckpt = checkpoints / rng.choice(["last.nne", "best.nne"])
     if kind == "config":
+
         def change(meta):
             paths = [p for p, _ in _paths(meta[RUN_CONFIG])]
             path = rng.choice(paths)
             _set(meta[RUN_CONFIG], path, _hostile(rng))
             change.what = "/".join(map(str, path))
+
         _forge(ckpt, metadata=change)
         return f"{ckpt.name} run_config {change.what}"
     if kind == "params":
@@ -155,8 +187,9 @@ def mutate(kind: str, rng: random.Random, work: Path, run: Path, outside: Path) 
         def change(params):
             name = rng.choice(sorted(params))
             if op == "shape":
-                params[name] = np.zeros(tuple(rng.randint(0, 9) for _ in range(rng.randint(0, 3))),
-                                        np.float32)
+                params[name] = np.zeros(
+                    tuple(rng.randint(0, 9) for _ in range(rng.randint(0, 3))), np.float32
+                )
             elif op == "dtype":
                 params[name] = params[name].astype(rng.choice([np.float64, np.int32, np.uint8]))
             elif op == "remove":
@@ -165,6 +198,7 @@ def mutate(kind: str, rng: random.Random, work: Path, run: Path, outside: Path) 
                 params[f"{rng.randint(0, 99)}.weight"] = np.ones((2, 2), np.float32)
             else:
                 params[name][...] = rng.choice([np.nan, np.inf, 1e38, 0.0])
+
         _forge(ckpt, params=change)
         return f"{ckpt.name} params {op}"
     if kind == "encoding":
@@ -183,12 +217,15 @@ def mutate(kind: str, rng: random.Random, work: Path, run: Path, outside: Path) 
                 data = bytearray(os.urandom(64))
             path.write_bytes(bytes(data))
             return f"encoding.json {op}"
-        value = rng.choice([[True, 1], [1, 1.0], ["a", "a"], [], ["x" * 100_000], 5, [None],
-                            [[1]], [{"a": 1}]])
+        value = rng.choice(
+            [[True, 1], [1, 1.0], ["a", "a"], [], ["x" * 100_000], 5, [None], [[1]], [{"a": 1}]]
+        )
         if target == "checkpoint":
+
             def change(meta):
                 column = next(c for c in meta[ENCODING]["columns"] if c["kind"] == "categorical")
                 column["categories"] = value
+
             _forge(ckpt, metadata=change)
         else:
             path = run / "encoding.json"
@@ -231,8 +268,13 @@ def mutate(kind: str, rng: random.Random, work: Path, run: Path, outside: Path) 
         df = pd.read_csv(path).astype(object)
         row = rng.randrange(len(df))
         column = "band" if op in ("long", "unseen") else rng.choice(["sl", "sw", "pl", "pw"])
-        df.loc[row, column] = {"1e39": 1e39, "inf": "inf", "long": "y" * 1_000_000,
-                               "unseen": "medium", "text": "abc"}[op]
+        df.loc[row, column] = {
+            "1e39": 1e39,
+            "inf": "inf",
+            "long": "y" * 1_000_000,
+            "unseen": "medium",
+            "text": "abc",
+        }[op]
         df.to_csv(path, index=False)
         return f"new.csv {op} in {column}"
     what = rng.choice(["checkpoints", "idps.csv", "encoding.json"])
@@ -265,35 +307,61 @@ def run_case(case: int, seed: int, base: Path, run_id: str, timeout: float) -> d
         before = _snapshot(outside)
         commands = {
             "predict run": ("predict", run_id, "--data", "new.csv", "--out", "out.csv"),
-            "predict file": ("predict", f"runs/{run_id}/checkpoints/last.nne", "--data",
-                             "new.csv", "--out", "out.csv"),
+            "predict file": (
+                "predict",
+                f"runs/{run_id}/checkpoints/last.nne",
+                "--data",
+                "new.csv",
+                "--out",
+                "out.csv",
+            ),
             "train --resume": ("train", "cfg.yaml", "--resume", "last", "--epochs", "5"),
             "report": ("report", run_id),
             "runs show": ("runs", "show", run_id),
         }
-        name = (rng.choice(["predict run", "predict file"]) if kind == "csv"
-                else rng.choice(sorted(commands)))
+        name = (
+            rng.choice(["predict run", "predict file"])
+            if kind == "csv"
+            else rng.choice(sorted(commands))
+        )
         try:
             done = nnjit(*commands[name], cwd=work, timeout=timeout)
         except subprocess.TimeoutExpired:
-            return {"case": case, "kind": kind, "change": change, "command": name,
-                    "outcome": "hang"}
+            return {
+                "case": case,
+                "kind": kind,
+                "change": change,
+                "command": name,
+                "outcome": "hang",
+            }
         lines = done.stderr.splitlines()
-        errors = [line for line in lines if not line.startswith("nnjit: warning")
-                  and ": warning: " not in line]
+        errors = [
+            line
+            for line in lines
+            if not line.startswith("nnjit: warning") and ": warning: " not in line
+        ]
         if done.returncode < 0:
             outcome = "crash"
         elif any(len(line) > MAX_LINE for line in lines):
             outcome = "long line"
-        elif "Traceback" in done.stderr or done.returncode not in (0, 2) or (
-                done.returncode == 2 and len(errors) != 1):
+        elif (
+            "Traceback" in done.stderr
+            or done.returncode not in (0, 2)
+            or (done.returncode == 2 and len(errors) != 1)
+        ):
             outcome = "traceback"
         elif _snapshot(outside) != before:
             outcome = "escaped"
         else:
             outcome = "ok" if done.returncode == 0 else "refused"
-        result = {"case": case, "kind": kind, "change": change, "command": name,
-                  "outcome": outcome, "exit": done.returncode}
+        result = {
+            "case": case,
+            "kind": kind,
+            "change": change,
+            "command": name,
+            "outcome": outcome,
+            "exit": done.returncode,
+        }
         if outcome in FAILURES:
             result["stderr"] = done.stderr[-600:]
         return result
@@ -318,8 +386,13 @@ def main(argv=None) -> int:
             print(json.dumps(results[-1], indent=1), flush=True)
     counts = Counter(r["outcome"] for r in results)
     by_kind = {k: dict(Counter(r["outcome"] for r in results if r["kind"] == k)) for k in KINDS}
-    summary = {"cases": len(results), "seed": args.seed, "outcomes": dict(counts),
-               "by_kind": by_kind, "failures": [r for r in results if r["outcome"] in FAILURES]}
+    summary = {
+        "cases": len(results),
+        "seed": args.seed,
+        "outcomes": dict(counts),
+        "by_kind": by_kind,
+        "failures": [r for r in results if r["outcome"] in FAILURES],
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps({k: summary[k] for k in ("cases", "outcomes", "by_kind")}))
     return 1 if any(counts[f] for f in FAILURES) else 0

@@ -20,8 +20,7 @@ def open_regular(path, mode: str = "rb", **kwargs):
     fd = os.open(name, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a folder)",
-                          name)
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a folder)", name)
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
         return open(fd, mode, closefd=True, **kwargs)  # (the caller closes it)

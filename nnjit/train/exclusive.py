@@ -78,7 +78,8 @@ class exclusive:  # (lower case: used as a context manager, like a function)
     def _refuse(self, fitter: str):
         raise TrainerBusyError(
             f"{self._what}: {fitter} is fitting this model in another thread; wait for that "
-            f"fit to return, or use a copy of the model (copy.deepcopy) in this thread")
+            f"fit to return, or use a copy of the model (copy.deepcopy) in this thread"
+        )
 
     def _unmark(self) -> None:
         if self._marked:

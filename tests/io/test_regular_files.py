@@ -43,8 +43,13 @@ def _csv(path):
     return load_run_data(str(path), False, 0, None)
 
 
-READERS = {"load_nne": _load_nne, "load_weights": _load_weights, "encoding.json": _encoding,
-           "idps.csv": _history_rows, "CSV data": _csv}
+READERS = {
+    "load_nne": _load_nne,
+    "load_weights": _load_weights,
+    "encoding.json": _encoding,
+    "idps.csv": _history_rows,
+    "CSV data": _csv,
+}
 
 
 @pytest.mark.parametrize("reader", sorted(READERS))

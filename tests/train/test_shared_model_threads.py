@@ -23,8 +23,9 @@ THREADS, CALLS = 16, 64  # 1,024 calls
 
 def _model(seed: int = 0):
     with nn.seeded(seed):
-        return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
-                             nn.Linear(256, 10))
+        return nn.Sequential(
+            nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10)
+        )
 
 
 def _slices(n_rows: int, seed: int) -> list[list[slice]]:
@@ -73,8 +74,11 @@ def test_predictions_from_16_threads_equal_the_single_thread_ones(via):
 
     results, errors = _in_threads(lambda k: [predict(X[s]) for s in slices[k]])
     assert errors == []
-    wrong = sum(not np.array_equal(got, want)
-                for k in range(THREADS) for got, want in zip(results[k], expected[k]))
+    wrong = sum(
+        not np.array_equal(got, want)
+        for k in range(THREADS)
+        for got, want in zip(results[k], expected[k])
+    )
     assert wrong == 0, f"{wrong} of {THREADS * CALLS} threaded predictions differ"
 
 
