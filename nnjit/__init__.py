@@ -16,6 +16,7 @@ from nnjit.data.neighbor_loader import NeighborLoader as NeighborLoader
 from nnjit.engine.status import BadInputError as BadInputError
 from nnjit.engine.status import TrainingDivergedError as TrainingDivergedError
 from nnjit.engine.status import UnknownOpcodeError as UnknownOpcodeError
+from nnjit.train.exclusive import TrainerBusyError as TrainerBusyError
 from nnjit.tape.tape import Tape as Tape
 from nnjit.tape.tape import Tensor as Tensor
 from nnjit.losses import BCEWithLogitsLoss as BCEWithLogitsLoss
@@ -131,6 +132,7 @@ __all__ = [
     "Tape",
     "Tensor",
     "Trainer",
+    "TrainerBusyError",
     "TrainingDivergedError",
     "UnknownOpcodeError",
     "Adadelta",

@@ -17,6 +17,11 @@ import warnings
 EXIT_USAGE = 2
 
 
+#: The longest error line printed: messages quote ~200 characters of each value, so this cut
+#: only ever shortens a message that quoted a file's content whole.
+MAX_LINE = 2000
+
+
 class CommandError(Exception):
     """An expected failure of a command; its message is the whole line shown to the user."""
 
@@ -31,6 +36,8 @@ def os_error_line(error: OSError, doing: str) -> str:
 def report(command: str, error: CommandError) -> int:
     """Print ``error`` as one line on stderr; returns :data:`EXIT_USAGE`."""
     text = " ".join(str(error).split())  # one line, whatever the message held
+    if len(text) > MAX_LINE:  # (a message quoting a file's content beyond its excerpts)
+        text = f"{text[:MAX_LINE - 80]} ... ({len(text) - MAX_LINE + 80} more characters)"
     print(f"nnjit {command}: {text}", file=sys.stderr)
     return EXIT_USAGE
 

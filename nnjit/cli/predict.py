@@ -10,6 +10,7 @@ class.
 
 from __future__ import annotations
 
+import itertools
 import os
 
 from nnjit.cli.errors import CommandError
@@ -96,12 +97,16 @@ def read_rows(path: str, encoding):
     """The CSV's rows encoded as the training rows were (float32 ``X``)."""
     import pandas as pd
 
+    from nnjit.io.regular import open_regular
+
     try:
-        df = pd.read_csv(path)
+        with open_regular(path, "rb") as fh:  # (a FIFO or a device is refused, never read)
+            df = pd.read_csv(fh)
     except FileNotFoundError as e:
         raise CommandError(f"no such CSV file: {path}") from e
-    except (OSError, ValueError) as e:  # unreadable, empty, malformed, not UTF-8
-        raise CommandError(f"cannot read the CSV {path}: {e}") from e
+    except (OSError, ValueError) as e:  # unreadable, not regular, empty, malformed, not UTF-8
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)[:200]
+        raise CommandError(f"cannot read the CSV {path}: {reason}") from e
     if len(df) == 0:
         raise CommandError(f"{path} has no rows to predict")
     try:
@@ -132,14 +137,39 @@ def predictions_frame(config, encoding, outputs, proba):
     return frame
 
 
-def infer(config, path: str, X):
-    """``(outputs, probabilities or None)`` of the checkpoint's weights on ``X``."""
+def check_size(config, nne, name: str) -> None:
+    """A CommandError, before any model is built, when the checkpoint's run config asks for more
+    parameters than the file holds: the config is as untrusted as the file, and building its
+    model allocates them all (``hidden_dims: [10000000]`` in a 6 KB file asked for 74.5 GiB)."""
+    from nnjit.io.weights import PARAMS
+
+    net = config.model.net
+    dims = (net.in_dim, *net.hidden_dims, net.out_dim)
+    wanted = sum(a * b + b for a, b in itertools.pairwise(dims))
+    held = sum(int(t.size) for t in nne.groups.get(PARAMS, {}).values())
+    if wanted > held:
+        from nnjit.experiment.excerpt import excerpt
+
+        raise CommandError(f"{name}: its run config's network (in_dim {net.in_dim}, hidden_dims "
+                           f"{excerpt(list(net.hidden_dims))}, out_dim {net.out_dim}) has "
+                           f"{wanted:,} parameters but the file holds {held:,} values; the "
+                           f"checkpoint is inconsistent")
+
+
+def infer(config, path: str, X, nne=None, name: str = ""):
+    """``(outputs, probabilities or None)`` of the checkpoint's weights on ``X`` (``nne``, the
+    loaded file, bounds the model its config builds)."""
     from nnjit.train.trainer import Trainer
 
+    if nne is not None:
+        check_size(config, nne, name or path)
     model = config.model.build()
     trainer = Trainer(model, config.optimizer.build(), config.model.build_loss(),
                       dtype=config.model.numpy_dtype, seed=config.train.seed)
-    trainer.load_checkpoint(path)
+    try:
+        trainer.load_checkpoint(path)
+    except ValueError as e:  # NNEFormatError, StateMismatchError: a forged or damaged file
+        raise CommandError(f"cannot load {name}: {e}") from e
     if trainer.loss.is_classification:
         return None, trainer.predict_proba(X)
     return trainer.predict_outputs(X), None
@@ -151,7 +181,7 @@ def cmd_predict(args) -> int:
     path, name = resolve_checkpoint(args.source, args.checkpoint, args.root)
     nne, config, encoding = checkpoint_contents(path, name)
     X = read_rows(args.data, encoding)
-    outputs, proba = infer(config, path, X)
+    outputs, proba = infer(config, path, X, nne, name)
     frame = predictions_frame(config, encoding, outputs, proba)
     try:
         atomic_write_text(args.out, frame.to_csv(index=False))

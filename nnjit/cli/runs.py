@@ -132,6 +132,8 @@ def cmd_report(args) -> int:
         out = write_report(run, args.output)
     except RunFileError as e:  # e.g. an invalid metadata.yaml
         raise CommandError(str(e)) from e
+    except ValueError as e:  # a damaged file of the run (idps.csv, a checkpoint)
+        raise CommandError(f"run {run.display}: {e}") from e
     shown = args.output if args.output else f"{run.display}/{os.path.basename(out)}"
     print(f"report written to {shown}")
     return 0

@@ -95,6 +95,10 @@ def cmd_train(args) -> int:
         raise CommandError(_run_error_line(e, args)) from e
     except DistributedFitError as e:  # (every rank says it; mpirun shows each)
         raise CommandError(f"{e} (config {args.config})") from e
+    except ValueError as e:  # train_run's documented ValueErrors: a damaged or forged file of
+        # the run (a checkpoint, idps.csv, encoding.json), its data changed since it started
+        raise CommandError(f"cannot {'resume' if resume else 'train'} the run of {args.config}"
+                           f": {e}") from e
     except OSError as e:
         raise CommandError(f"{os_error_line(e, 'write')} (the runs root is {args.root}; pass "
                            "--root with a folder you can write)") from e

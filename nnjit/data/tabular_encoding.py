@@ -11,14 +11,17 @@ finite numbers), and ``transform`` applies it to new rows. A run trained on a CS
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
 import os
+import reprlib
 
 import numpy as np
 import pandas as pd
 
 from nnjit.checks import Real
+from nnjit.io.regular import open_regular
 
 TASKS = ("classification", "regression")
 #: ``TabularEncoding.state()["format"]``; ``version`` is :data:`ENCODING_VERSION`.
@@ -62,7 +65,7 @@ class ColumnEncoding:
             row = int(np.flatnonzero(~seen)[0])
             others = len(pd.unique(values[~seen])) - 1
             raise ValueError(
-                f"column {self.name!r} has the category {values[row]!r} (row {row}"
+                f"column {_excerpt(self.name)} has the category {_excerpt(values[row])} (row {row}"
                 f"{f', and {others} other unseen values' if others else ''}), which the "
                 f"training rows did not have; known: {_shown(self.categories)}")
         out[np.flatnonzero(seen), codes[seen]] = 1.0
@@ -237,16 +240,21 @@ class TabularEncoding:
         if os.path.getsize(path) > MAX_ENCODING_BYTES:
             raise ValueError(f"{where}: larger than {MAX_ENCODING_BYTES} bytes; not an encoding")
         try:
-            with open(path, encoding="utf-8") as fh:
+            with open_regular(path, "r", encoding="utf-8") as fh:  # (never a FIFO)
                 state = json.load(fh, parse_constant=_reject_constant)
-        except ValueError as e:  # not UTF-8, not JSON, NaN / Infinity
-            raise ValueError(f"{where}: not a JSON encoding file ({e})") from None
+        except (ValueError, RecursionError) as e:  # not UTF-8, not JSON, NaN, nested too deep
+            raise ValueError(f"{where}: not a JSON encoding file ({str(e)[:200]})") from None
+        except OSError as e:
+            if e.errno != errno.EINVAL:  # (missing, unreadable: as open() says)
+                raise
+            raise ValueError(f"{where}: {e.strerror}") from None
         return cls.from_state(state, where)
 
 
 def _shown(values, limit: int = 20) -> str:
     values = list(values)
-    return ", ".join(map(repr, values[:limit])) + (", ..." if len(values) > limit else "")
+    return (", ".join(_excerpt(v, 40) for v in values[:limit])
+            + (", ..." if len(values) > limit else ""))
 
 
 def _check_scalar(value, what: str, where: str | None = None, names: bool = False) -> None:
@@ -262,10 +270,25 @@ def _check_scalar(value, what: str, where: str | None = None, names: bool = Fals
                          f"{value!r}"[:300])
 
 
+def _excerpt(value, limit: int = 200) -> str:
+    """``repr(value)`` in at most ~``limit`` characters (a file's content may be any size; the
+    same rule as :func:`nnjit.experiment.excerpt.excerpt`, which sits in a layer above)."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    bounded = reprlib.Repr()
+    bounded.maxstring = bounded.maxother = limit
+    text = bounded.repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
 def _check_unique(values: list, what: str, where: str) -> None:
     keys = [(type(v).__name__ if isinstance(v, bool) else "", v) for v in values]
     if len(set(keys)) != len(keys):
         raise ValueError(f"{where}: {what} repeat")
+    # compared as pandas indexes them (True == 1 == 1.0 there): transform looks values up so
+    if not pd.Index(list(values), dtype=object).is_unique:
+        raise ValueError(f"{where}: {what} hold values pandas treats as one key (e.g. true and 1, "
+                         f"or 1 and 1.0): {_excerpt(list(values))}")
 
 
 def _expect_keys(value, keys: set, where: str) -> None:
@@ -366,6 +389,13 @@ def encode_columns(df: pd.DataFrame, encodings: tuple[ColumnEncoding, ...], widt
         stop = start + len(enc.output_names)
         block = np.zeros((len(df), stop - start), dtype=np.float64)
         enc.encode(df[enc.name], block, unseen)
-        X[:, start:stop] = block
+        with np.errstate(over="ignore"):  # (checked just below, naming the cell)
+            X[:, start:stop] = block
+        bad = ~np.isfinite(X[:, start:stop])
+        if bad.any():  # finite as float64, beyond float32 once scaled and cast
+            row = int(np.flatnonzero(bad.any(axis=1))[0])
+            raise ValueError(f"column {_excerpt(enc.name)} has the value "
+                             f"{_excerpt(df[enc.name].iloc[row])} at row {row}, beyond float32 "
+                             f"once scaled (the model's inputs are float32)")
         start = stop
     return X

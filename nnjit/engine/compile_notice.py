@@ -20,8 +20,10 @@ reason for a stall that happens once per piece and installation, in ``fit``, ``p
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
+import stat
 import sys
 import threading
 import time
@@ -72,6 +74,14 @@ QUIET_BELOW = 2
 
 #: While a piece compiles, a line every this many seconds says it still does.
 TICK_SECONDS = 10.0
+
+#: A process waiting for another's compile of the same build says so after this many seconds
+#: ("waiting for process N compiling ...").
+LOCK_NOTICE_SECONDS = 10.0
+
+#: ... and compiles without the lock after this many (the holder may be stopped with Ctrl-Z, or
+#: hung): a bounded wait, at worst a compile done twice.
+LOCK_WAIT_SECONDS = 180.0
 
 #: The command that compiles every piece ahead of time, named in the notice (not while that
 #: command itself runs: :func:`no_warmup_hint`).
@@ -172,11 +182,20 @@ def ensure_compiled(dispatcher, args) -> None:
         compile_(signature)
 
 
+def _piece_name(dispatcher) -> str:
+    what = _watched.get(id(dispatcher), (None, None))[1]
+    if isinstance(what, _Piece):
+        return what.what
+    return what or f"{getattr(dispatcher, '__name__', 'a function')}"
+
+
 @contextlib.contextmanager
 def _compile_lock(dispatcher, signature):
     """An exclusive lock across processes on compiling ``dispatcher`` for ``signature``, held
-    in numba's cache folder for it (nnjit's own, checked by :mod:`nnjit.kernels.cache_locator`);
-    no lock where there is no on-disk cache or no ``fcntl`` (Windows)."""
+    in numba's cache folder for it (checked by :mod:`nnjit.kernels.cache_locator`); no lock
+    where there is no on-disk cache or no ``fcntl`` (Windows). A symbolic link or a non-regular
+    file at the lock's path is refused (one line; compiled without the lock); a wait says so
+    after :data:`LOCK_NOTICE_SECONDS` and ends after :data:`LOCK_WAIT_SECONDS`."""
     cache = getattr(dispatcher, "_cache", None)
     folder = getattr(cache, "_cache_path", None)
     index = getattr(getattr(cache, "_cache_file", None), "_index_name", None)
@@ -184,16 +203,61 @@ def _compile_lock(dispatcher, signature):
         yield
         return
     key = hashlib.sha256(f"{index} {signature}".encode()).hexdigest()[:16]
+    path = os.path.join(folder, f"{index}.{key}.lock")
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(os.path.join(folder, f"{index}.{key}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:  # a read-only cache folder: numba will not write there either
+        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0), 0o600)
+    except OSError as error:  # a read-only cache folder: numba will not write there either
+        if error.errno == errno.ELOOP:
+            _say(f"nnjit: warning: the compile lock {path} is a symbolic link: refused, "
+                 f"compiling without the lock")
         yield
         return
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # (releases the GIL while it waits)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            _say(f"nnjit: warning: the compile lock {path} is not a regular file: refused, "
+                 f"compiling without the lock")
+        elif _acquire(fd, path, _piece_name(dispatcher)):
+            with contextlib.suppress(OSError):  # (who holds it, for the waiters' message)
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, str(os.getpid()).encode(), 0)
         yield
     finally:
         os.close(fd)  # (releases the lock)
+
+
+def _acquire(fd: int, path: str, what: str) -> bool:
+    """Take the lock on ``fd``, polling (the GIL is free meanwhile); False after
+    :data:`LOCK_WAIT_SECONDS` without it."""
+    start = time.monotonic()
+    pause, said = 0.01, False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        except OSError:  # (a file system without locks: compile, as without fcntl)
+            return False
+        waited = time.monotonic() - start
+        if waited >= LOCK_WAIT_SECONDS:
+            _say(f"nnjit: process {_holder(fd)} has held the compile lock for {what} for "
+                 f"{waited:.0f} s (stopped or hung?); compiling without it")
+            return False
+        if not said and waited >= LOCK_NOTICE_SECONDS:
+            said = True
+            _say(f"nnjit: waiting for process {_holder(fd)} compiling {what} (lock {path}; "
+                 f"at most {LOCK_WAIT_SECONDS:.0f} s)")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
+
+
+def _holder(fd: int) -> str:
+    try:
+        text = os.pread(fd, 16, 0).decode("ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return "?"
+    return text if text.isdigit() else "?"
 
 
 def _say(text: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import weakref
 
 import numpy as np
 
@@ -72,6 +73,11 @@ def _input_entries(inputs) -> list[int]:
         entries += [x.slot, first, x.cols]
         first += x.cols
     return entries
+
+
+# id(dispatch table) -> a reference to it, for the tables whose training loop was compiled (or
+# loaded) under the cross-process lock: later runs skip the argument typing that check costs
+_locked_tables: dict[int, weakref.ref] = {}
 
 
 class Program:
@@ -328,7 +334,7 @@ class Program:
                                          batch_log))
 
     def run(self, options: RunOptions, data, step: StepArrays, state, best, history, out,
-            on_pause=None, batch_log=None, call=None) -> int:
+            on_pause=None, batch_log=None, call=None, grow=None) -> int:
         """Call the compiled loop until ``options.task`` is done, running Python ops and pauses.
 
         Args:
@@ -338,6 +344,8 @@ class Program:
             on_pause: called after every epoch chunk; returning False stops the run.
             batch_log: optional (epochs * batches, 5) float64 array for per-batch rows.
             call: ``call(execute, arrays)`` runs each compiled call (default: directly).
+            grow: called after ``on_pause`` with the :class:`LoopArrays`; returns them, or
+                them with a longer ``history`` / ``batch_log`` for the next epochs.
 
         Returns the final status (DONE, or PAUSED when ``on_pause`` stopped it).
         Raises on divergence.
@@ -345,6 +353,10 @@ class Program:
         self.gdata[G_INPUT_LOADED] = 0  # the caller's X may differ from the last call's
         args = self.loop_arrays(options, data, step, state, best, history, out, batch_log)
         execute = it.execute
+        ready = _locked_tables.get(id(args.table))
+        if ready is None or ready() is not args.table:  # a first run of this table (any fit)
+            compile_notice.ensure_compiled(execute, args)  # one process compiles, under a lock
+            _locked_tables[id(args.table)] = weakref.ref(args.table)
         while True:
             status, where = execute(*args) if call is None else call(execute, args)
             if status == st.YIELD_FORWARD or status == st.YIELD_BACKWARD:
@@ -353,6 +365,8 @@ class Program:
             if status == st.PAUSED:
                 if on_pause is not None and on_pause() is False:
                     return status
+                if grow is not None:
+                    args = grow(args)
                 continue
             if status != st.DONE:
                 self.current_rows = int(state[fields.ST_ROWS])  # (views show the failed batch)

@@ -37,7 +37,8 @@ from nnjit.tape.tape import Node, SlotSpec
 MAX_ENTRIES = 64  # layouts kept (least recently used dropped first); each holds no arena
 
 _FRAMEWORK_ATTRIBUTES = frozenset(  # Module's own bookkeeping, keyed separately or irrelevant
-    ("_parameters", "_buffers", "_modules", "_provisional", "_path", "_trainer"))
+    ("_parameters", "_buffers", "_modules", "_provisional", "_path", "_trainer",
+     "_run_guard"))  # (nnjit.train.exclusive: the model's lock)
 _SCALARS = (int, float, bool, str, type(None), np.dtype)
 
 # What a traced_key reads of each op and slot: every field (a field added later is keyed too),

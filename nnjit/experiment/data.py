@@ -113,10 +113,12 @@ def load_run_data(spec: str, regression: bool, seed: int, target: str | None = N
         import pandas as pd
 
         from nnjit.data.tabular import TabularDataset
+        from nnjit.io.regular import open_regular
 
-        if not os.path.isfile(spec):
+        if not os.path.exists(spec):
             raise FileNotFoundError(f"no such CSV file: {spec}")
-        df = pd.read_csv(spec)
+        with open_regular(spec, "rb") as fh:  # (a FIFO or a device is refused, never read)
+            df = pd.read_csv(fh)
         target = target or df.columns[-1]
         if target not in df.columns:
             raise ValueError(f"no column {target!r} in {spec}; columns: "

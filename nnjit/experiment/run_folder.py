@@ -115,6 +115,23 @@ def _has_run_yaml(folder: Path) -> bool:
     return path.is_symlink() or path.is_file()
 
 
+def _refuse_links(folder: Path, shown: str) -> None:
+    """RunFileError when what training reads, writes or deletes in a run folder (its
+    ``checkpoints/`` folder and ``*.nne`` files, :data:`RUN_OUTPUTS`) is a symbolic link: nnjit would
+    follow it out of the run (``--overwrite`` deleted the ``*.nne`` files a linked
+    ``checkpoints/`` pointed at, and wrote the new ones there)."""
+    checkpoints = folder / "checkpoints"
+    entries = [folder / name for name in RUN_OUTPUTS] + [checkpoints]
+    if checkpoints.is_dir() and not checkpoints.is_symlink():
+        entries += sorted(p for p in checkpoints.iterdir() if p.suffix == ".nne")
+    for path in entries:
+        if path.is_symlink():
+            inner = path.relative_to(folder).as_posix()
+            raise RunFileError(f"{shown}/{inner} is a symbolic link: nnjit does not follow "
+                               f"links inside a run folder; replace it with the real "
+                               f"{'folder' if path == checkpoints else 'file'}", path, shown)
+
+
 def _display_root(root) -> str:
     """How the root is printed: as given when relative, else just its folder name."""
     text = os.fspath(root)
@@ -200,6 +217,7 @@ class Run:
             raise ValueError(f"Run.create: metadata takes {len(meta_text.encode('utf-8'))} "
                              f"bytes as YAML, more than the {MAX_YAML_BYTES} nnjit reads back")
         yaml_path = run.path / "run.yaml"
+        _refuse_links(run.path, run.display)
         (run.path / "checkpoints").mkdir(parents=True, exist_ok=True)
         if not yaml_path.exists():
             atomic_write_text(yaml_path, config.to_yaml(full=True))
@@ -228,6 +246,7 @@ class Run:
     def clear(self) -> None:
         """Delete what training wrote (:data:`RUN_OUTPUTS` and the checkpoints); ``run.yaml``,
         ``metadata.yaml`` and any other file stay."""
+        _refuse_links(self.path, self.display)
         for name in RUN_OUTPUTS:
             (self.path / name).unlink(missing_ok=True)
         folder = self.path / "checkpoints"
@@ -267,6 +286,7 @@ class Run:
                 else "")
             raise FileNotFoundError(f"no run {run_id!r} in {_display_root(root)}"
                                     f"{'; runs: ' + listed if known else ''}")
+        _refuse_links(path, shown)
         return cls(root, run_id, _read_run_config(root_path, path, shown))
 
     @classmethod

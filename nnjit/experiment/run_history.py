@@ -11,6 +11,8 @@ import csv
 import io
 import math
 
+from nnjit.io.regular import open_regular
+
 __all__ = ["IDPS_BATCH_COLUMNS", "IDPS_COLUMNS", "format_value", "history_text",
            "read_batch_history", "read_history", "read_rows"]
 
@@ -47,8 +49,11 @@ def read_rows(path) -> list[list[str]]:
     """The rows of ``idps.csv`` at ``path`` as text, without the header (none when missing)."""
     if not path.exists():
         return []
-    with open(path, encoding="utf-8", newline="") as fh:
-        rows = list(csv.reader(fh))
+    try:
+        with open_regular(path, "r", encoding="utf-8", newline="") as fh:
+            rows = list(csv.reader(fh))
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise ValueError(f"{path}: not a readable idps.csv ({e})") from None
     return rows[1:]
 
 
@@ -59,7 +64,7 @@ def read_history(path):
 
     if not path.exists() or path.stat().st_size == 0:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in IDPS_COLUMNS})
-    frame = pd.read_csv(path)
+    frame = _read_csv(path)
     if "batch" in frame.columns:  # a per-batch log: keep the epoch rows
         frame = frame[frame["batch"].isna()].drop(columns="batch").reset_index(drop=True)
     return frame
@@ -70,9 +75,22 @@ def read_batch_history(path):
     batches)."""
     import pandas as pd
 
-    frame = pd.read_csv(path) if path.exists() and path.stat().st_size else pd.DataFrame()
+    frame = _read_csv(path) if path.exists() and path.stat().st_size else pd.DataFrame()
     if "batch" not in frame.columns:
         return pd.DataFrame({c: pd.Series(dtype="float64") for c in IDPS_BATCH_COLUMNS})
     rows = frame[frame["batch"].notna()].reset_index(drop=True)
     rows[["epoch", "batch"]] = rows[["epoch", "batch"]].astype("int64")
     return rows
+
+
+def _read_csv(path):
+    """``idps.csv`` through pandas; a damaged file (not UTF-8, not CSV) is a ValueError naming
+    it (pandas' own errors do not)."""
+    import pandas as pd
+
+    try:
+        with open_regular(path, "rb") as fh:  # (never a FIFO or a device)
+            return pd.read_csv(fh)
+    except ValueError as e:  # UnicodeDecodeError, ParserError, EmptyDataError
+        raise ValueError(f"{path}: not a readable idps.csv ({type(e).__name__}: "
+                         f"{str(e)[:200]})") from None

@@ -374,6 +374,10 @@ def sweep(base_config, grid=None, data=None, client=None, *, root="runs",
             raise TypeError(f"sweep: client must be a dask.distributed.Client or a scheduler "
                             f"address, got {type(client).__name__}")
     folder = root_path / "sweeps" / _sweep_id(points, data)
+    for link in (root_path / "sweeps", folder):  # (results.csv would be written through it)
+        if link.is_symlink():
+            raise ValueError(f"sweep: {link} is a symbolic link: nnjit does not follow links "
+                             f"inside the runs root; replace it with a folder")
     csv_path = folder / "results.csv"
     rows = [_row(p, {"status": INVALID, "error": p.error}, root_text) if p.config is None
             else None for p in points]

@@ -333,7 +333,9 @@ def load_nne(path: str | os.PathLike[str]) -> NNEFile:
     def fail(reason: str) -> NNEFormatError:
         return NNEFormatError(spath, reason)
 
-    with open(spath, "rb") as fh:
+    from nnjit.io.regular import open_regular
+
+    with open_regular(spath, "rb") as fh:  # (never a FIFO or a device)
         size = os.fstat(fh.fileno()).st_size
         pre = fh.read(PREAMBLE_SIZE)
         if pre[:8] != MAGIC[: len(pre[:8])]:

@@ -171,9 +171,12 @@ class FitPlan:
         trainer's ``optimizer`` and ``regularizer``, ``plateau`` (ReduceLROnPlateau's vector,
         empty without it), the BLAS ``dense_mode``, and the fit's augmentation and MPI run."""
         train = data.train
+        batch = train.batch_size
+        if not data.sampled:  # (the loop's float row holds it: 2**63-1 became "no rows")
+            batch = min(batch, max(len(data.X), 1))  # one batch of every row, as any larger
         # sampled graph batches: the buffers hold the subgraph of at most batch_size seeds
         return _fit_options(
-            train.batch_size, train.batch_size if data.sampled else eval_batch, train.shuffle,
+            batch, train.batch_size if data.sampled else eval_batch, train.shuffle,
             train.drop_last, self.tol, self.patience, MONITORS[self.monitor], self.restore_best,
             self.epochs, 1 if self.per_epoch else 0, optimizer.kind,
             regularizer.coef if regularizer else 0.0, bool(regularizer and regularizer.per_batch),

@@ -97,3 +97,47 @@ def summary_line(history: pd.DataFrame) -> str:
         if history.attrs.get("restored_best"):
             text += " (weights restored)"
     return text
+
+
+#: Rows a fit paused every epoch adds to its history at a time (it doubles as epochs run).
+HISTORY_CHUNK = 64
+
+#: The most history (and per-batch log) bytes a fit allocates before it runs.
+MAX_HISTORY_BYTES = 1 << 30
+
+
+def history_rows(plan, rows: int, batches: int) -> int:
+    """``rows`` history rows, at most the fit's ``epochs``; a ValueError naming ``epochs``
+    when they (and the per-batch log) would exceed :data:`MAX_HISTORY_BYTES`."""
+    rows = min(rows, plan.epochs)
+    width = len(fields.HISTORY_COLUMNS) + (
+        batches * len(fields.BATCH_COLUMNS) if plan.log_batches else 0)
+    if rows * width * 8 > MAX_HISTORY_BYTES:
+        raise ValueError(
+            f"fit: epochs={plan.epochs} needs {rows * width * 8 / 2**30:,.1f} GiB of history "
+            f"rows in one compiled call; pass fewer epochs, or a callback or verbose=2 (the fit "
+            f"then pauses every epoch and its history grows as epochs run)")
+    return rows
+
+
+def _longer(array: np.ndarray, rows: int) -> np.ndarray:
+    """``array`` copied into a zeroed array of ``rows`` rows."""
+    out = np.zeros((rows, *array.shape[1:]), dtype=array.dtype)
+    out[:len(array)] = array
+    return out
+
+
+def grown_history(args, rows: list, log, done: int, plan):
+    """``(args, log)`` for a fit paused after ``done`` epochs: when the next epoch's row would
+    not fit in ``rows[0]`` (the history array, replaced in it), the history and the per-batch
+    ``log`` (or None) copied into longer arrays and put into the loop's ``args``."""
+    done, have = int(done), len(rows[0])
+    if done + 1 < have or have >= plan.epochs:  # (room for the next epoch's row)
+        return args, log
+    per_epoch = len(log) // have if log is not None else 0  # (batches per epoch)
+    n = history_rows(plan, max(2 * have, done + HISTORY_CHUNK), per_epoch)
+    rows[0] = _longer(rows[0], n)
+    if log is not None:
+        log = _longer(log, n * per_epoch)
+    return args._replace(history=rows[0], batch_log=log if log is not None else
+                         args.batch_log), log

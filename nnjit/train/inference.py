@@ -25,6 +25,7 @@ from nnjit.engine.run_options import RunOptions
 from nnjit.kernels import loss as kl
 from nnjit.losses import CrossEntropyLoss
 from nnjit.ops.normalization import check_batch_statistics
+from nnjit.train.exclusive import exclusive
 from nnjit.train.run_state import RunState
 from nnjit.train.threads import single_threaded_blas
 
@@ -94,10 +95,11 @@ class InferenceMethods:
 
     def _outputs(self, data, what: str) -> np.ndarray:
         """The raw outputs of ``data``; ``what`` (the method called) names it in errors."""
-        X = self._inference_input(data, what)
-        out = np.empty((len(X), self.program.output_cols), dtype=self.dtype)
-        self._run_simple(fields.TASK_PREDICT, X, self._empty(self.program.target_cols), out)
-        return out
+        with exclusive(self, what):
+            X = self._inference_input(data, what)
+            out = np.empty((len(X), self.program.output_cols), dtype=self.dtype)
+            self._run_simple(fields.TASK_PREDICT, X, self._empty(self.program.target_cols), out)
+            return out
 
     def predict_outputs(self, X) -> np.ndarray:
         """Raw network outputs ``(N, out_features)`` (logits for classification losses).
@@ -142,24 +144,25 @@ class InferenceMethods:
         """Mean loss (and accuracy for classification) on a DataLoader or ``(X, y)``, or on a
         graph's nodes: ``evaluate(graph, "test")`` (a mask name or bool array; every node when
         omitted). No fit needed (see :meth:`predict_outputs`)."""
-        loader = (FullBatch(data, y) if isinstance(data, Graph)
-                  else as_loader(data, y, "evaluate"))
-        if isinstance(loader, FullBatch):
-            X = self._inference_input(loader, "evaluate")
-        else:
-            X = self._inference_input(loader.inputs if loader.inputs is not None else loader.X,
-                                      "evaluate", lambda k: loader.targets(self.loss, k,
-                                                                           self.dtype))
-        Y = loader.targets(self.loss, self.program.output_cols, self.dtype)
-        if Y.shape[1] != self.program.target_cols:
-            raise ValueError(f"evaluate: y has {Y.shape[1]} columns, the model was laid out for "
-                             f"{self.program.target_cols}")
-        state = self._run_simple(fields.TASK_EVALUATE, X, Y, self._empty(1))
-        n = state.val_n
-        result = {"loss": state.val_loss / n}
-        if self.loss.is_classification:
-            result["accuracy"] = state.val_correct / n
-        return result
+        with exclusive(self, "evaluate"):
+            loader = (FullBatch(data, y) if isinstance(data, Graph)
+                      else as_loader(data, y, "evaluate"))
+            if isinstance(loader, FullBatch):
+                X = self._inference_input(loader, "evaluate")
+            else:
+                X = self._inference_input(loader.inputs if loader.inputs is not None else loader.X,
+                                          "evaluate", lambda k: loader.targets(self.loss, k,
+                                                                               self.dtype))
+            Y = loader.targets(self.loss, self.program.output_cols, self.dtype)
+            if Y.shape[1] != self.program.target_cols:
+                raise ValueError(f"evaluate: y has {Y.shape[1]} columns, the model was laid out for "
+                                 f"{self.program.target_cols}")
+            state = self._run_simple(fields.TASK_EVALUATE, X, Y, self._empty(1))
+            n = state.val_n
+            result = {"loss": state.val_loss / n}
+            if self.loss.is_classification:
+                result["accuracy"] = state.val_correct / n
+            return result
 
     def gradients(self, X, y=None) -> dict[str, np.ndarray]:
         """Loss gradients of every parameter on ``(X, y)`` as one batch (no update).
@@ -168,18 +171,19 @@ class InferenceMethods:
         norm normalises with the batch's statistics and updates its running ones. Returns copies
         keyed by dotted parameter name (buffers take no gradient and are not listed).
         """
-        if isinstance(X, Graph):  # y: the mask whose nodes the loss counts (default: all)
-            loader = FullBatch(X, y)
-            self._use_graph(loader)
-        else:
-            inputs = Inputs(X, "gradients: X")
-            loader = DataLoader(inputs, y, batch_size=inputs.n_rows, shuffle=False)
-            self._use_graph(None)
-        Xa = loader.features(self.dtype)
-        Y = self._compile(loader.input_specs, lambda k: loader.targets(self.loss, k, self.dtype),
-                          len(Xa), "gradients", inputs=loader.inputs)
-        check_batch_statistics(self.program, len(Xa), len(Xa), False, "gradients")
-        state = self._run_simple(fields.TASK_GRADIENT, Xa, Y, self._empty(1),
-                                 np.arange(len(Xa)))
-        self.last_loss_ = state.batch_loss / max(state.batch_count, 1.0)
-        return {n: np.array(p.grad, copy=True) for n, p in self.model.named_parameters()}
+        with exclusive(self, "gradients"):
+            if isinstance(X, Graph):  # y: the mask whose nodes the loss counts (default: all)
+                loader = FullBatch(X, y)
+                self._use_graph(loader)
+            else:
+                inputs = Inputs(X, "gradients: X")
+                loader = DataLoader(inputs, y, batch_size=inputs.n_rows, shuffle=False)
+                self._use_graph(None)
+            Xa = loader.features(self.dtype)
+            Y = self._compile(loader.input_specs, lambda k: loader.targets(self.loss, k, self.dtype),
+                              len(Xa), "gradients", inputs=loader.inputs)
+            check_batch_statistics(self.program, len(Xa), len(Xa), False, "gradients")
+            state = self._run_simple(fields.TASK_GRADIENT, Xa, Y, self._empty(1),
+                                     np.arange(len(Xa)))
+            self.last_loss_ = state.batch_loss / max(state.batch_count, 1.0)
+            return {n: np.array(p.grad, copy=True) for n, p in self.model.named_parameters()}

@@ -46,7 +46,9 @@ from nnjit.train import resume
 from nnjit.train.checkpoint_methods import CheckpointMethods
 from nnjit.train.fit_arguments import fit_arguments
 from nnjit.train.fit_plan import MONITORS, FitPlan
-from nnjit.train.fit_report import batch_history, epoch_line, fit_history, show_rows, summary_line
+from nnjit.train.fit_report import (HISTORY_CHUNK, batch_history, epoch_line, fit_history,
+                                    grown_history, history_rows, show_rows, summary_line)
+from nnjit.train.exclusive import exclusive
 from nnjit.train.inference import InferenceMethods
 from nnjit.train.interrupt import EpochCaller, StopRequest, in_main_thread, run_in_worker
 from nnjit.train.run_state import RunState, restore_best
@@ -330,57 +332,62 @@ class Trainer(InferenceMethods, CheckpointMethods):
             ValueError: bad arguments or data (the message names the argument or layer).
             TrainingDivergedError: the loss became NaN/inf (best weights restored first).
         """
-        train, epochs, val = fit_arguments(train, y, epochs, val, batch_size, shuffle)
-        train, val = with_validation(train, val, val_dataloader, "fit")
-        plan = FitPlan.build(
-            self.loss, val is not None, epochs=epochs, initial_epoch=initial_epoch,
-            schedule_epochs=schedule_epochs, tol=tol, n_iter_no_change=n_iter_no_change,
-            monitor=monitor, restore_best=restore_best, verbose=verbose, callbacks=callbacks,
-            scheduler=scheduler, grad_clip_norm=grad_clip_norm,
-            accumulation_steps=accumulation_steps, log_batches=log_batches)
-        data = FitData(train, val, self._graph_input, self.loss, self.dtype)
+        with exclusive(self, "fit", fit=True):  # (one run on a model at a time)
+            train, epochs, val = fit_arguments(train, y, epochs, val, batch_size, shuffle)
+            train, val = with_validation(train, val, val_dataloader, "fit")
+            plan = FitPlan.build(
+                self.loss, val is not None, epochs=epochs, initial_epoch=initial_epoch,
+                schedule_epochs=schedule_epochs, tol=tol, n_iter_no_change=n_iter_no_change,
+                monitor=monitor, restore_best=restore_best, verbose=verbose, callbacks=callbacks,
+                scheduler=scheduler, grad_clip_norm=grad_clip_norm,
+                accumulation_steps=accumulation_steps, log_batches=log_batches)
+            data = FitData(train, val, self._graph_input, self.loss, self.dtype)
 
-        # Lay the model out for the data; the targets take the width of its outputs.
-        Y = self._compile(data.specs, data.targets, data.max_rows, "fit",
-                          inputs=data.train.inputs)
-        program = self.program
-        if not data.sampled:  # a batch norm refuses training batches of one row
-            check_batch_statistics(program, len(data.X), data.train.batch_size,
-                                   getattr(data.train, "drop_last", False), "fit")
-        Xv, Yv = data.validation_arrays(program.output_cols, Y)
-        augmentation = augmentation_for(data.train, program.layout, program.input_specs[0].dims)
-        distributed = self.distributed is not None and self.distributed.size > 1
-        if distributed:  # (one rank: the plain fit) every rank refuses together, before any work
-            self.distributed.check_fit(program, data.X, Y, data.train.batch_size,
-                                       bool(getattr(data.train, "drop_last", False)),
-                                       augmentation is not None, data.structure is not None,
-                                       self.seed)
+            # Lay the model out for the data; the targets take the width of its outputs.
+            Y = self._compile(data.specs, data.targets, data.max_rows, "fit",
+                              inputs=data.train.inputs)
+            program = self.program
+            if not data.sampled:  # a batch norm refuses training batches of one row
+                check_batch_statistics(program, len(data.X), data.train.batch_size,
+                                       getattr(data.train, "drop_last", False), "fit")
+            Xv, Yv = data.validation_arrays(program.output_cols, Y)
+            augmentation = augmentation_for(data.train, program.layout, program.input_specs[0].dims)
+            distributed = self.distributed is not None and self.distributed.size > 1
+            if distributed:  # (one rank: the plain fit) every rank refuses together, before any work
+                self.distributed.check_fit(program, data.X, Y, data.train.batch_size,
+                                           bool(getattr(data.train, "drop_last", False)),
+                                           augmentation is not None, data.structure is not None,
+                                           self.seed)
 
-        # The plan becomes the run's options; the run state starts (or continues).
-        steps_per_epoch = plan.steps_per_epoch(len(data.train))
-        lr_table, plateau = plan.schedule(self.optimizer.lr, steps_per_epoch)
-        self._options = options = plan.run_options(
-            data, program.max_batch, self.optimizer, self.regularizer, plateau, self._dense_mode,
-            augmentation, self.distributed.run_option(self.dtype) if distributed else None)
-        carried = self._start_run_state(plan, steps_per_epoch, plateau)
-        history = np.zeros((plan.epochs, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
-        self._batch_log = (np.zeros((plan.epochs * len(data.train), len(fields.BATCH_COLUMNS)))
-                           if plan.log_batches else None)
-        self.batch_history_ = None
-        arrays = (data.X, Y, Xv, Yv, self._shuffle_order(len(data.X)))
-        step = self._step_arrays(plan, lr_table, plateau)
-        stop = None  # (the plain single call: Ctrl-C is seen when it returns)
-        try:
-            if plan.per_epoch or plan.threaded:  # Python runs alongside: compile before its clocks
-                stop = StopRequest(self._run_state)
-                program.prepare(options, arrays, step(), self._state, self._best, history,
-                                self._empty(1), self._batch_log)
-            self._begin_callbacks(plan, carried)
-            status, interrupted = self._run(plan, options, arrays, step, history, stop)
-        finally:
-            if distributed:
-                self.distributed.record_fit(self._state)
-        return self._end_fit(plan, status, interrupted)
+            # The plan becomes the run's options; the run state starts (or continues).
+            steps_per_epoch = plan.steps_per_epoch(len(data.train))
+            lr_table, plateau = plan.schedule(self.optimizer.lr, steps_per_epoch)
+            self._options = options = plan.run_options(
+                data, program.max_batch, self.optimizer, self.regularizer, plateau, self._dense_mode,
+                augmentation, self.distributed.run_option(self.dtype) if distributed else None)
+            carried = self._start_run_state(plan, steps_per_epoch, plateau)
+            # a fit paused every epoch grows its history as epochs run (epochs=10**12 with a
+            # callback that stops it is fine); one compiled call needs every row up front
+            rows = history_rows(plan, plan.initial_epoch + HISTORY_CHUNK if plan.per_epoch
+                                 else plan.epochs, len(data.train))
+            history = np.zeros((rows, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
+            self._batch_log = (np.zeros((rows * len(data.train), len(fields.BATCH_COLUMNS)))
+                               if plan.log_batches else None)
+            self.batch_history_ = None
+            arrays = (data.X, Y, Xv, Yv, self._shuffle_order(len(data.X)))
+            step = self._step_arrays(plan, lr_table, plateau)
+            stop = None  # (the plain single call: Ctrl-C is seen when it returns)
+            try:
+                if plan.per_epoch or plan.threaded:  # Python runs alongside: compile before its clocks
+                    stop = StopRequest(self._run_state)
+                    program.prepare(options, arrays, step(), self._state, self._best, history,
+                                    self._empty(1), self._batch_log)
+                self._begin_callbacks(plan, carried)
+                status, interrupted = self._run(plan, options, arrays, step, history, stop)
+            finally:
+                if distributed:
+                    self.distributed.record_fit(self._state)
+            return self._end_fit(plan, status, interrupted)
 
     def _start_run_state(self, plan: FitPlan, steps_per_epoch: int, plateau: np.ndarray):
         """Reset the run state for ``plan``; a fit from ``initial_epoch`` continues early
@@ -446,10 +453,11 @@ class Trainer(InferenceMethods, CheckpointMethods):
         request, or a KeyboardInterrupt between epochs, stops it cleanly."""
         state, callbacks, program = self._run_state, plan.callbacks, self.program
         classification = self.loss.is_classification
+        rows = [history]  # the current history array (a per-epoch fit grows it)
 
         def on_epoch():
             self.optimizer.iterations = int(state.step)  # checkpoints see the real count
-            self.history_ = frame = fit_history(history, state, self._fit_start,
+            self.history_ = frame = fit_history(rows[0], state, self._fit_start,
                                                 plan.monitor, classification)
             self._batch_frame()
             logs = frame.iloc[-1].to_dict()
@@ -467,12 +475,17 @@ class Trainer(InferenceMethods, CheckpointMethods):
         call = (EpochCaller(stop, len(arrays[0]) * program.n_params)
                 if plan.per_epoch and in_main_thread() and not program.python_ops else None)
 
+        def grow(args):  # (a paused fit: a longer history for the next epochs when needed)
+            args, self._batch_log = grown_history(args, rows, self._batch_log, state.epoch, plan)
+            return args
+
         def run():
             with single_threaded_blas():
                 return program.run(options, arrays, step(), self._state, self._best, history,
                                    empty_rows(self.dtype, 1),
                                    on_pause=on_epoch if plan.per_epoch else None,
-                                   batch_log=self._batch_log, call=call)
+                                   batch_log=self._batch_log, call=call,
+                                   grow=grow if plan.per_epoch else None)
 
         status = None
         interrupted = False
@@ -498,7 +511,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
             requested = stop is not None and stop.requested
             if requested:
                 state.clear_stop_request()  # a Ctrl-C is not early stopping: a resume goes on
-            self.history_ = fit_history(history, state, self._fit_start, plan.monitor,
+            self.history_ = fit_history(rows[0], state, self._fit_start, plan.monitor,
                                         classification)
             self._batch_frame()
         return status, interrupted or requested
@@ -580,3 +593,4 @@ def _inference_trainer(model: Module) -> Trainer:
 
 
 provide("inference_trainer", _inference_trainer)
+

@@ -23,6 +23,11 @@ import numba
 import pytest
 from numba.core.caching import _CacheLocator
 
+try:
+    from nnjit.kernels.cache_locator import _VERSION_MARK, _seal
+except ImportError:
+    _VERSION_MARK = _seal = None
+
 REPO = Path(__file__).resolve().parents[2]
 
 PROBE_SOURCE = """\
@@ -124,10 +129,12 @@ def _block_user_wide_locator(cache_home: Path) -> None:
     (cache_home / "numba").write_text("not a folder")
 
 
-def _plant_index(private: Path, probe_dir: Path, marker: Path) -> Path:
-    """An index file where nnjit's private locator would look for ``add_one``'s, whose
-    unpickling creates ``marker`` (and then reads as a stale, harmless index)."""
-    sub = private / _CacheLocator.get_suitable_cache_subpath(str(probe_dir / "probe_mod.py"))
+def _plant_index(private: Path, probe_dir: Path, marker: Path, in_tree: bool = False) -> Path:
+    """An index file where nnjit's private locator (numba's user-wide one has the same layout;
+    numba's in-tree one with ``in_tree``) would look for ``add_one``'s, whose unpickling
+    creates ``marker`` (and then reads as a stale, harmless index)."""
+    sub = (private if in_tree else
+           private / _CacheLocator.get_suitable_cache_subpath(str(probe_dir / "probe_mod.py")))
     sub.mkdir(parents=True, exist_ok=True)
     abi = getattr(sys, "abiflags", "")
     index = sub / (f"probe_mod.add_one-{PROBE_LINE}.py{sys.version_info[0]}"
@@ -137,7 +144,12 @@ def _plant_index(private: Path, probe_dir: Path, marker: Path) -> Path:
         def __reduce__(self):
             return (eval, (f"(open({str(marker)!r}, 'w').close(), ('stale', {{}}))[1]",))
 
-    index.write_bytes(pickle.dumps(numba.__version__) + pickle.dumps(Payload()))
+    if _seal is None:  # (nnjit before sealed cache files read numba's format)
+        index.write_bytes(pickle.dumps(numba.__version__) + pickle.dumps(Payload()))
+        return index
+    # sealed as nnjit writes its index files (a checksum is no defence against a planter)
+    body = pickle.dumps(numba.__version__ + _VERSION_MARK) + pickle.dumps(Payload())
+    index.write_bytes(_seal(index.name, body))
     return index
 
 
@@ -342,3 +354,122 @@ def test_no_usable_folder_compiles_uncached_and_warns_once(monkeypatch, capsys):
         "nnjit: warning: compiled code not cached (compiles in every process): refused "
         "/nowhere: a test reason; set NUMBA_CACHE_DIR to a folder of yours to cache it"]
     assert end_message(1.5, cached=False) == "nnjit: compiled in 1.5 s (not cached)"
+
+
+def _as_other_user(action) -> None:
+    """Run ``action()`` in a child process as uid/gid 65534 with umask 0 (root only)."""
+    pid = os.fork()
+    if pid == 0:  # only os calls, then leave without running pytest's code
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            os.umask(0)
+            action()
+            os._exit(0)
+        except BaseException:  # noqa: BLE001 (never return into pytest from the child)
+            os._exit(1)
+    assert os.waitpid(pid, 0)[1] == 0, "the second user could not plant its cache"
+
+
+def _needs_root() -> None:
+    if not hasattr(os, "getuid") or os.getuid() != 0:
+        pytest.skip("needs root to act as a second user (os.setuid to 65534)")
+
+
+# numba's user-wide folder ($XDG_CACHE_HOME/numba, ~/.cache/numba) under each set-up of the
+# issue: (HOME, XDG_CACHE_HOME or None for unset, the working folder, where numba would look)
+USER_WIDE_SETUPS = {
+    "HOME a shared sticky folder": ("{shared}", None, "{tmp}", "{shared}/.cache/numba"),
+    "XDG_CACHE_HOME empty, cwd shared": ("{tmp}/home", "", "{shared}", "{shared}/numba"),
+    "XDG_CACHE_HOME relative, cwd shared": ("{tmp}/home", "rel", "{shared}",
+                                            "{shared}/rel/numba"),
+    "XDG_CACHE_HOME writable by another uid": ("{tmp}/home", "{shared}/xdg", "{tmp}",
+                                               "{shared}/xdg/numba"),
+    "~/.cache writable by another uid": ("{shared}/home", None, "{tmp}",
+                                         "{shared}/home/.cache/numba"),
+}
+
+
+@pytest.mark.parametrize("setup", sorted(USER_WIDE_SETUPS))
+def test_numba_user_wide_folder_planted_by_another_user_never_runs(tmp, setup):
+    """(issue 24, item 2) numba's user-wide cache folder follows the environment unchecked; an
+    index another uid planted there ran in the victim's process in every set-up. nnjit's
+    functions no longer use that locator: the plant is never unpickled, the call works."""
+    _needs_root()
+    probe = _module_dir(tmp, "probe_mod", PROBE_SOURCE, cacheable=False)
+    marker = tmp / "planted-code-ran"
+    shared = Path(tempfile.mkdtemp(prefix="nnjit-shared-"))
+    try:
+        shared.chmod(0o1777)
+        home, xdg, cwd, numba_dir = (None if v is None else v.format(tmp=tmp, shared=shared)
+                                     for v in USER_WIDE_SETUPS[setup])
+        Path(home).mkdir(exist_ok=True)
+        if home == f"{shared}/home":  # the victim's HOME, with a ~/.cache the other user owns
+            (Path(home) / ".cache").mkdir()
+            os.chown(Path(home) / ".cache", 65534, 65534)
+            (Path(home) / ".cache").chmod(0o777)
+        _as_other_user(lambda: _plant_index(Path(numba_dir), probe, marker).chmod(0o666))
+        env = _env(tmp, probe, HOME=home)
+        if xdg is None:
+            del env["XDG_CACHE_HOME"]
+        else:
+            env["XDG_CACHE_HOME"] = xdg
+        done = subprocess.run([sys.executable, "-c", REPORT], env=env, cwd=cwd,
+                              capture_output=True, text=True, timeout=600, check=False)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert not marker.exists(), f"an index planted in {numba_dir} ran ({setup})"
+        report = _report(done)
+        assert report["add_one"]["misses"] == 1
+        assert not (report["add_one"]["path"] or "").startswith(numba_dir)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_in_tree_cache_folder_writable_by_another_user_is_not_read(tmp):
+    """A ``__pycache__`` next to the source that another uid made (mode 0777) with a planted
+    index: nnjit compiles into its private folder instead, never reading the plant. Control:
+    the same plant in your own ``__pycache__`` (0755) IS loaded, so it is where numba looks."""
+    _needs_root()
+    shared = Path(tempfile.mkdtemp(prefix="nnjit-shared-"))  # (tmp is closed to other users)
+    try:
+        shared.chmod(0o755)
+        probe = _module_dir(shared, "probe_mod", PROBE_SOURCE, cacheable=True)
+        marker = tmp / "planted-code-ran"
+        pycache = probe / "__pycache__"
+        pycache.mkdir(mode=0o755)
+        _plant_index(pycache, probe, marker, in_tree=True)
+        control = _run(tmp, probe)
+        assert marker.exists(), "the planted index was not loaded: the test plants it wrongly"
+        assert _report(control)["add_one"]["path"] == str(pycache)
+
+        marker.unlink()
+        shutil.rmtree(pycache)
+        probe.chmod(0o777)  # the other user can create the folder
+        _as_other_user(lambda: _plant_index(pycache, probe, marker, in_tree=True).chmod(0o666))
+        probe.chmod(0o755)
+        assert pycache.stat().st_uid == 65534
+        done = _run(tmp, probe)
+        assert not marker.exists(), "nnjit loaded an index from a __pycache__ others can write"
+        report = _report(done)
+        assert report["add_one"]["misses"] == 1 and report["add_one"]["path"] != str(pycache)
+        assert report["add_one"]["path"].startswith(str(tmp / "cache" / "nnjit" / "numba"))
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def test_numba_cache_dir_writable_by_others_is_refused_with_one_line(tmp):
+    """``NUMBA_CACHE_DIR`` of mode 0777 holding a planted index: not read, one warning line,
+    nnjit's private folder used instead."""
+    probe = _module_dir(tmp, "probe_mod", PROBE_SOURCE, cacheable=False)
+    marker = tmp / "planted-code-ran"
+    chosen = tmp / "numba-cache-dir"
+    chosen.mkdir()
+    _plant_index(chosen, probe, marker)
+    chosen.chmod(0o777)
+    for folder in chosen.rglob("*"):
+        folder.chmod(0o777 if folder.is_dir() else 0o666)
+    done = _run(tmp, probe, NUMBA_CACHE_DIR=str(chosen))
+    assert not marker.exists(), "nnjit loaded an index from a NUMBA_CACHE_DIR others can write"
+    [warning] = _warnings(done)
+    assert str(chosen) in warning and "0777" in warning, warning
+    assert _report(done)["add_one"]["path"].startswith(str(tmp / "cache" / "nnjit" / "numba"))

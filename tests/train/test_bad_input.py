@@ -364,3 +364,59 @@ def test_an_arena_that_cannot_fit_names_batch_size():
     with pytest.raises(MemoryError, match=r"fit: batch_size: batches of [\d,]+ rows need "
                                           r"[\d.]+ GiB of arena memory"):
         nn.Trainer(Wide()).fit(loader, epochs=1, verbose=False)
+
+
+def test_a_huge_epoch_count_stopped_by_a_callback_grows_its_history():
+    """(issue 24, item 10) ``epochs=10**12`` with a callback that stops after 3 epochs: the
+    history grows as epochs run (before: "Unable to allocate 50.9 TiB" before training)."""
+    from nnjit.train.callbacks import Callback
+
+    class StopAfter3(Callback):
+        def on_epoch_end(self, trainer, epoch, logs):
+            return epoch < 3
+
+    X = np.random.default_rng(0).standard_normal((60, 4)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64)
+    trainer = nn.Trainer(nn.Sequential(nn.Linear(4, 2)), nn.SGD(learning_rate=0.1),
+                         nn.CrossEntropyLoss(), seed=0)
+    history = trainer.fit(X, y, epochs=10**12, batch_size=16, verbose=0, callbacks=[StopAfter3()],
+                          log_batches=True)
+    assert list(history["epoch"]) == [1, 2, 3]
+    assert len(trainer.batch_history_) == 3 * 4
+    # past the first history chunk: the rows are copied as the array grows
+    def fitted(callbacks):
+        with nn.seeded(5):
+            trainer = nn.Trainer(nn.Sequential(nn.Linear(4, 2)), nn.SGD(learning_rate=0.1),
+                                 nn.CrossEntropyLoss(), seed=0)
+        history = trainer.fit(X, y, epochs=150, batch_size=16, verbose=0, callbacks=callbacks,
+                              n_iter_no_change=None, log_batches=True)
+        return trainer, history
+
+    long, grown = fitted([Callback()])  # paused every epoch: grown past the first chunk
+    _, once = fitted(None)  # one compiled call: every row up front
+    assert list(grown["epoch"]) == list(range(1, 151))
+    np.testing.assert_array_equal(grown["train_loss"], once["train_loss"])
+    assert len(long.batch_history_) == 150 * 4
+
+
+def test_a_huge_epoch_count_in_one_compiled_call_names_epochs():
+    X = np.random.default_rng(0).standard_normal((60, 4)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64)
+    trainer = nn.Trainer(nn.Sequential(nn.Linear(4, 2)), loss=nn.CrossEntropyLoss(), seed=0)
+    with pytest.raises(ValueError, match=r"epochs=1000000000000 needs .* GiB"):
+        trainer.fit(X, y, epochs=10**12, batch_size=16, verbose=0)
+
+
+def test_a_batch_size_beyond_the_rows_is_one_batch_of_every_row():
+    """(issue 24, item 10) ``batch_size=2**63-1`` said "the data has no rows"."""
+    X = np.random.default_rng(0).standard_normal((60, 4)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64)
+    weights = []
+    for batch_size in (60, 2**63 - 1):
+        with nn.seeded(1):
+            trainer = nn.Trainer(nn.Sequential(nn.Linear(4, 2)), nn.SGD(learning_rate=0.1),
+                                 nn.CrossEntropyLoss(), seed=0)
+        trainer.fit(X, y, epochs=3, batch_size=batch_size, verbose=0)
+        weights.append([p.data.copy() for p in trainer.model.parameters()])
+    for a, b in zip(*weights):
+        np.testing.assert_array_equal(a, b)

@@ -21,6 +21,7 @@ class _Data:  # what run_options reads of a FitData
         batch_size, shuffle, drop_last = 16, True, False
 
     sampled = False
+    X = np.zeros((100, 1))  # (the batch is capped at the rows)
 
 
 def test_the_plan_is_frozen_and_settles_the_defaults_that_depend_on_each_other():
