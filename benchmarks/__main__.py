@@ -122,7 +122,9 @@ def run_concurrently(commands: dict, jobs: int, env: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+    # (nnjit bench runs this module and names itself)
+    p = argparse.ArgumentParser(prog=os.environ.get("NNJIT_BENCH_PROG", "python -m benchmarks"),
+                                description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help="forward --quick: tiny sizes, 1 repeat (smoke test)")

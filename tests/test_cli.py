@@ -49,7 +49,19 @@ def test_help_everywhere(argv, capsys):
     with pytest.raises(SystemExit) as exc:
         main([*argv, "--help"])
     assert exc.value.code == 0
-    assert "usage: nnjit" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "usage: nnjit" in out and "``" not in out  # (no reStructuredText: issue 25, 15)
+
+
+def test_runs_alone_lists_the_runs_and_no_internal_name_shows(tmp_path):
+    """``nnjit runs``, as the README lists it, lists the runs (it failed with "required:
+    runs_command", an internal name; issue 25, item 6); a missing command names COMMAND."""
+    proc = nnjit_command("runs", cwd=tmp_path)
+    assert proc.returncode == 0 and "no runs in runs" in proc.stdout, proc.stderr
+    proc = nnjit_command("runs", "--root", "elsewhere", cwd=tmp_path)
+    assert proc.returncode == 0 and "no runs in elsewhere" in proc.stdout, proc.stderr
+    proc = nnjit_command(cwd=tmp_path)
+    assert proc.returncode == 2 and "COMMAND" in proc.stderr and "command" not in proc.stderr
 
 
 def test_train_list_show(tmp_path, capsys, monkeypatch):
@@ -160,9 +172,11 @@ def test_train_again_refuses_resume_says_finished_overwrite_restarts(tmp_path):
     run = tmp_path / "runs" / cfg.config_hash()
     assert nnjit_command("train", path, "-q", cwd=tmp_path).returncode == 0
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    # a finished run: the line says at once what trains it on (issue 25, item 11)
     _one_line_error(nnjit_command("train", path, "--epochs", "2", cwd=tmp_path),
-                    f"nnjit train: run runs/{cfg.config_hash()} already exists (4 of 4 epochs "
-                    "done); pass --resume last (or best)", "or --overwrite")
+                    f"nnjit train: run runs/{cfg.config_hash()} is finished (at epoch 4 of 4)",
+                    "pass --epochs M with M > 4 (e.g. --resume last --epochs 8)",
+                    "or --overwrite")
     _one_line_error(nnjit_command("train", path, "--resume", "last", cwd=tmp_path),
                     "is finished (at epoch 4 of 4); to train on, pass --epochs M with M > 4")
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
@@ -171,6 +185,34 @@ def test_train_again_refuses_resume_says_finished_overwrite_restarts(tmp_path):
     assert sorted(p.stem for p in (run / "checkpoints").iterdir()) == ["best", "first", "last",
                                                                       "q1"]
     assert len(pd.read_csv(run / "idps.csv")) == 1
+
+
+def test_an_interrupted_train_exits_130_and_keeps_its_epochs(tmp_path):
+    """Ctrl-C stops nnjit train after the current epoch and exits 130 (128 + SIGINT), so a shell
+    script can tell it from a finished run (issue 25, item 10: it exited 0)."""
+    import signal
+    import time
+
+    cfg = RunConfig(model=ModelConfig(net=NetConfig(in_dim=4, out_dim=3, hidden_dims=(8,))),
+                    train=TrainConfig(epochs=1_000_000, batch_size=16, patience=None,
+                                      checkpoints=["last"]), data="iris")
+    (tmp_path / "cfg.yaml").write_text(cfg.to_yaml())
+    exe = shutil.which("nnjit", path=os.path.dirname(sys.executable)) or shutil.which("nnjit")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    proc = subprocess.Popen([exe, "train", "cfg.yaml", "-q"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    history = tmp_path / "runs" / cfg.config_hash() / "idps.csv"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if history.is_file() and history.read_text().count("\n") > 3:
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, (proc.returncode, out, err)
+    assert "stopped: interrupted" in out and "Traceback" not in err, (out, err)
+    assert len(pd.read_csv(history)) >= 3
 
 
 def test_every_expected_failure_is_one_line_and_exit_2(tmp_path):
@@ -292,7 +334,8 @@ def test_bench_runs_the_checkouts_benchmarks(folder):
     benchmarks/ and passes every argument to python -m benchmarks (--help included)."""
     proc = nnjit_command("bench", "--help", cwd=REPO / folder)
     assert proc.returncode == 0, proc.stderr
-    assert "usage: python -m benchmarks" in proc.stdout and "--only ONLY" in proc.stdout
+    assert "usage: nnjit bench" in proc.stdout and "--only ONLY" in proc.stdout  # (issue 25,
+    assert "python -m benchmarks [" not in proc.stdout  # item 15: it named itself so)
     proc = nnjit_command("bench", "--only", "nope", cwd=REPO / folder)
     assert proc.returncode == 2 and "unknown benchmark 'nope'; valid: core," in proc.stderr
 

@@ -41,12 +41,13 @@ def _root_option(parser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from nnjit.cli.demo import DEMO_SETTINGS
 
-    parser = argparse.ArgumentParser(prog="nnjit", description=__doc__,
+    # (the docstring's reStructuredText literals read as plain text in a terminal)
+    parser = argparse.ArgumentParser(prog="nnjit", description=__doc__.replace("``", ""),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=version_text())
     parser.add_argument("--debug", action="store_true",
                         help="show the traceback of an expected failure instead of one line")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p_demo = sub.add_parser("demo", help="train an MLP (or, on cora, a GCN) on bundled data")
     p_demo.add_argument("--dataset", choices=sorted(DEMO_SETTINGS) + ["cora"], default="digits")
     p_demo.add_argument("--epochs", type=int, default=None, help="default 100 (cora: 200)")
@@ -95,8 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_predict.add_argument("--checkpoint", choices=["best", "last", "first", "q1", "q2", "q3"],
                            help="which checkpoint of a run id (default: best, else last)")
     _root_option(p_predict)
-    p_runs = sub.add_parser("runs", help="list runs or show one")
-    runs_sub = p_runs.add_subparsers(dest="runs_command", required=True)
+    p_runs = sub.add_parser("runs", help="list runs (nnjit runs, or runs list) or show one")
+    _root_option(p_runs)  # (nnjit runs alone lists them, as runs list)
+    runs_sub = p_runs.add_subparsers(dest="runs_command", metavar="{list,show}")
     p_list = runs_sub.add_parser("list", help="list the runs under the root")
     _root_option(p_list)
     p_show = runs_sub.add_parser("show", help="show a run's config, metadata, history")

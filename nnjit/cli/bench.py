@@ -34,7 +34,7 @@ def cmd_bench(args) -> int:
         raise CommandError(
             f"no nnjit repository checkout in {os.getcwd()} or its parents (the benchmarks are "
             "not part of the installed package); run it inside a clone of the nnjit repository")
-    env = dict(os.environ)
+    env = dict(os.environ, NNJIT_BENCH_PROG="nnjit bench")  # (its --help names the command)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(root)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     return subprocess.call([sys.executable, "-m", "benchmarks", *args.bench_args], cwd=root,

@@ -40,7 +40,7 @@ def load_run(run_id: str, root):
 def cmd_runs(args) -> int:
     from nnjit.experiment.run_folder import Run
 
-    if args.runs_command == "list":
+    if args.runs_command in ("list", None):  # (nnjit runs alone: the list)
         return list_runs(args.root)
     run = load_run(args.id, args.root)
     print(f"run {run.display}")

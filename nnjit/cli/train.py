@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from nnjit.cli.errors import CommandError, os_error_line
 from nnjit.cli.runs import summary_line
 
@@ -63,6 +65,10 @@ def check_shapes(config, X, y, y_val, spec: str, path: str) -> None:
         raise CommandError(f"config {path} does not fit the data: {e}") from None
 
 
+#: The exit status of a run stopped by Ctrl-C (128 + SIGINT, the shells' convention).
+INTERRUPTED = 130
+
+
 def cmd_train(args) -> int:
     from nnjit.distributed import DistributedFitError
     from nnjit.experiment import Checkpoints
@@ -91,6 +97,10 @@ def cmd_train(args) -> int:
                                           metadata={"data": spec, "data_target": args.target},
                                           encoding=getattr(data, "encoding", None),
                                           distributed=distributed)
+    except KeyboardInterrupt:  # a second Ctrl-C: the epoch running was abandoned
+        print("nnjit train: interrupted; the run keeps its completed epochs (nnjit train "
+              f"{args.config} --resume last continues it)", file=sys.stderr)
+        return INTERRUPTED
     except RunError as e:
         raise CommandError(_run_error_line(e, args)) from e
     except DistributedFitError as e:  # (every rank says it; mpirun shows each)
@@ -110,7 +120,9 @@ def cmd_train(args) -> int:
         print(summary_line(history))
         for line in _outcome_lines(run, trainer, history, data):
             print(line)
-    return 0
+    reason = getattr(getattr(trainer, "history_", None), "attrs", {}).get("stop_reason", "")
+    # a shell script tells an interrupted run from a finished one, as after any Ctrl-C
+    return INTERRUPTED if str(reason).startswith("interrupted") else 0
 
 
 def _outcome_lines(run, trainer, history, data) -> list[str]:
@@ -158,16 +170,35 @@ def _mpi_if_launched():
     return mpi if mpi.size > 1 else None
 
 
+def _finished(run, args):
+    """The RunFinishedError ``--resume last`` would meet on ``run`` (finished by its epochs or
+    by early stopping), or None when resuming it would train."""
+    from nnjit.experiment import Checkpoints
+    from nnjit.experiment.run_errors import RunError, RunFinishedError
+    from nnjit.experiment.train_run import _check_resumable
+
+    try:
+        _check_resumable(run, Checkpoints.LAST, max(args.epochs or 0, run.config.train.epochs))
+    except RunFinishedError as finished:
+        return finished
+    except (RunError, OSError, ValueError):  # no readable last checkpoint: the general advice
+        return None
+    return None
+
+
 def _run_error_line(error, args) -> str:
     """The CLI wording (its options, not train_run's arguments) of a RunError."""
     from nnjit.experiment.run_errors import NoCheckpointError, RunExistsError, RunFinishedError
 
     run = error.run
     if isinstance(error, RunExistsError):
-        return (f"run {run.display} already exists ({error.epochs_done} of "
-                f"{run.config.train.epochs} epochs done); pass --resume last (or best) to "
-                "continue it, or --overwrite to delete its history and checkpoints and train "
-                "it again")
+        finished = _finished(run, args)
+        if finished is None:
+            return (f"run {run.display} already exists ({error.epochs_done} of "
+                    f"{run.config.train.epochs} epochs done); pass --resume last (or best) to "
+                    "continue it, or --overwrite to delete its history and checkpoints and "
+                    "train it again")
+        error = finished  # (resuming it would only say so: say what works at once)
     if isinstance(error, RunFinishedError):
         if error.stopped_early:
             return (f"run {run.display} is finished: early stopping ended it at epoch "
@@ -175,7 +206,8 @@ def _run_error_line(error, args) -> str:
                     "config for a new run, or pass --overwrite to train this one again")
         return (f"run {run.display} is finished (at epoch {error.epoch} of {error.target}); "
                 f"to train on, pass --epochs M with M > {error.epoch} "
-                f"(e.g. --resume {args.resume} --epochs {2 * error.epoch})")
+                f"(e.g. --resume {args.resume or 'last'} --epochs {2 * error.epoch}), or "
+                "--overwrite to train it again")
     if isinstance(error, NoCheckpointError):
         return (str(error).removeprefix("train_run: ").replace("train it without resume",
                                                                 "run nnjit train without --resume"))

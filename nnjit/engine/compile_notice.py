@@ -127,18 +127,30 @@ def no_warmup_hint():
 
 
 def estimated_seconds(what: str) -> int:
-    """The notice's estimate for the piece called ``what``."""
-    return ESTIMATED_SECONDS.get(what, OTHER_PIECE_SECONDS)
+    """The notice's estimate for the piece called ``what``: the project machine's time
+    (:data:`ESTIMATED_SECONDS`) at this machine's pace, once a piece compiled here."""
+    base = ESTIMATED_SECONDS.get(what, OTHER_PIECE_SECONDS)
+    return max(round(base * _pace[0]), 1) if base else 0
 
 
 def start_message(what: str, dtype: str) -> str:
     ahead = f"; `{WARMUP_COMMAND}` does this ahead of time" if _hints[-1] else ""
-    return (f"nnjit: compiling {what} for {dtype} (first run only, about "
-            f"{estimated_seconds(what)} s{ahead})")
+    about = estimated_seconds(what)
+    # before any piece set this machine's pace: the project machine's time, up to twice it
+    span = f"{about}-{2 * about}" if _pace[0] == 1.0 and about else f"{about}"
+    return f"nnjit: compiling {what} for {dtype} (first run only, about {span} s{ahead})"
 
 
 def tick_message(what: str, seconds: float) -> str:
-    return f"nnjit: still compiling {what}, {seconds:.0f} s"
+    late = estimated_seconds(what) * (2 if _pace[0] == 1.0 else 1)
+    more = " (longer than estimated: a slower or busy machine; it goes on)" \
+        if seconds > late else ""
+    return f"nnjit: still compiling {what}, {seconds:.0f} s{more}"
+
+
+#: This machine's seconds per estimated second, from the last piece that compiled here with an
+#: estimate of QUIET_BELOW or more (1.0 until then): later notices in the process scale by it.
+_pace = [1.0]
 
 
 def end_message(seconds: float, cached: bool = True) -> str:
@@ -304,6 +316,9 @@ class _Piece:
             return
         seconds = time.perf_counter() - self.start
         _compiled_seconds[0] += seconds
+        base = ESTIMATED_SECONDS.get(self.what, OTHER_PIECE_SECONDS)
+        if base >= QUIET_BELOW:  # (bounded: one odd piece must not make the notices absurd)
+            _pace[0] = min(max(seconds / base, 0.5), 4.0)
         if self.said:
             _say(end_message(seconds, cached))
 

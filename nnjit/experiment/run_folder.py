@@ -91,6 +91,9 @@ def _read_run_yaml(root: Path, folder: Path, name: str, shown: str, loader=Plain
     if not path.resolve().is_relative_to(root.resolve()):
         raise RunFileError(f"{shown}/{name} is a symlink to outside the runs root "
                            f"{_display_root(root)} (nnjit does not follow it)", path, shown)
+    if path.is_symlink():  # (inside the root: still another run's file, or a swapped one)
+        raise RunFileError(f"{shown}/{name} is a symbolic link: nnjit does not follow links "
+                           f"inside a run folder; replace it with the real file", path, shown)
     try:
         return read_yaml_file(path, loader)
     except yaml.YAMLError as e:

@@ -31,10 +31,13 @@ _HOW = ("pass fit(X, y, epochs=..., val=(X_val, y_val)) with arrays, or fit(load
         "epochs=..., val=...) with a DataLoader")
 
 
-def fit_arguments(train, y, epochs, val, batch_size, shuffle):
+def fit_arguments(train, y, epochs, val, batch_size, shuffle, validation_data=None,
+                  validation_split=None):
     """``(train, epochs, val)`` for ``fit(train, y, epochs, val, batch_size=, shuffle=)``:
     ``train`` a DataLoader built from ``(train, y)`` when ``y`` holds the targets, else as
-    given; ``epochs`` and ``val`` moved to their places for the older positional order.
+    given; ``epochs`` and ``val`` moved to their places for the older positional order. Keras'
+    names: ``validation_data`` is ``val``; ``validation_split`` keeps the last fraction of
+    ``fit(X, y)``'s rows for validation.
 
     Raises:
         ValueError: a call that could mean two things, or data in the wrong place; the message
@@ -42,6 +45,13 @@ def fit_arguments(train, y, epochs, val, batch_size, shuffle):
     """
     batch_size = _BATCH_SIZE.check("fit: batch_size", batch_size)
     shuffle = _SHUFFLE.check("fit: shuffle", shuffle)
+    if validation_data is not None:
+        if val is not None:
+            raise ValueError("fit: val and validation_data (Keras' name for it) are both given; "
+                             "pass one")
+        val = validation_data
+    if validation_split is not None:
+        train, y, val = _split_off_validation(train, y, val, validation_split)
     if y is None:
         if isinstance(train, np.ndarray):
             raise ValueError(f"fit: got X ({_describe(train)}) without targets; {_HOW}")
@@ -76,6 +86,32 @@ def fit_arguments(train, y, epochs, val, batch_size, shuffle):
         raise ValueError(f"fit: epochs must be an int >= 1, got {_describe(epochs)} (fit(X, y, "
                          f"epochs, val) is the order); {_HOW}")
     return _loader(train, y, batch_size, shuffle), epochs, val
+
+
+def _split_off_validation(X, y, val, fraction):
+    """``(X, y, val)`` with the last ``fraction`` of the rows of arrays ``X`` (or a tuple of
+    them) and ``y`` moved to ``val``, as Keras' ``validation_split``."""
+    if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) \
+            or not 0.0 < float(fraction) < 1.0:
+        raise ValueError(f"fit: validation_split must be a fraction of the rows in (0, 1), got "
+                         f"{fraction!r}")
+    if val is not None:
+        raise ValueError("fit: validation_split and val (or validation_data) are both given; "
+                         "pass one")
+    if y is None or _is_number(y) or isinstance(X, _LOADERS):
+        raise ValueError("fit: validation_split splits fit(X, y)'s arrays; with a "
+                         f"{type(X).__name__} pass the validation data as val=...")
+    parts = X if isinstance(X, tuple) else (X,)
+    n = len(y)
+    keep = n - int(n * float(fraction))  # (Keras: the first rows train, the last validate)
+    if keep < 1 or keep == n:
+        raise ValueError(f"fit: validation_split={fraction} of {n} rows leaves "
+                         f"{'no training' if keep < 1 else 'no validation'} rows")
+    head = tuple(np.asarray(a)[:keep] for a in parts)
+    tail = tuple(np.asarray(a)[keep:] for a in parts)
+    y = np.asarray(y)
+    unpack = (lambda t: t) if isinstance(X, tuple) else (lambda t: t[0])
+    return unpack(head), y[:keep], (unpack(tail), y[keep:])
 
 
 def _loader(X, y, batch_size, shuffle) -> DataLoader:

@@ -259,7 +259,8 @@ class Trainer(InferenceMethods, CheckpointMethods):
             restore_best: bool = True, verbose=True, callbacks=None, scheduler=None,
             grad_clip_norm: float | None = None, accumulation_steps: int = 1,
             log_batches: bool = False, initial_epoch: int = 0,
-            schedule_epochs: int | None = None) -> pd.DataFrame:
+            schedule_epochs: int | None = None, validation_data=None,
+            validation_split: float | None = None) -> pd.DataFrame:
         """Train for up to ``epochs`` epochs; validate every epoch when ``val`` is given.
 
         Early stopping follows scikit-learn's rule: an epoch counts as *no improvement* unless
@@ -275,7 +276,11 @@ class Trainer(InferenceMethods, CheckpointMethods):
             y: the targets of ``X`` (an array-like). For compatibility, a number here is
                 ``epochs``: ``fit(loader, 50, val)`` is ``fit(loader, epochs=50, val=val)``.
             epochs: maximum number of epochs (>= 1).
-            val (alias val_dataloader): validation data, a DataLoader or ``(X, y)``.
+            val (alias val_dataloader, and Keras' validation_data): validation data, a
+                DataLoader or ``(X, y)``.
+            validation_split: Keras' option for ``fit(X, y)`` with arrays: this fraction of the
+                rows, the last ones (taken before any shuffling, as Keras does), validates
+                instead of training.
             batch_size: rows per training batch of ``fit(X, y)`` (default 32, Keras'); a
                 DataLoader has its own.
             shuffle: shuffle ``fit(X, y)``'s rows every epoch (default True, Keras').
@@ -333,7 +338,8 @@ class Trainer(InferenceMethods, CheckpointMethods):
             TrainingDivergedError: the loss became NaN/inf (best weights restored first).
         """
         with exclusive(self, "fit", fit=True):  # (one run on a model at a time)
-            train, epochs, val = fit_arguments(train, y, epochs, val, batch_size, shuffle)
+            train, epochs, val = fit_arguments(train, y, epochs, val, batch_size, shuffle,
+                                               validation_data, validation_split)
             train, val = with_validation(train, val, val_dataloader, "fit")
             plan = FitPlan.build(
                 self.loss, val is not None, epochs=epochs, initial_epoch=initial_epoch,

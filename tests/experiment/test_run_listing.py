@@ -33,6 +33,7 @@ DAMAGE = {
     "folder_out": "is a symlink to outside the runs root",
     "yaml_out": "run.yaml is a symlink to outside the runs root",
     "dev_zero": "run.yaml is a symlink to outside the runs root",
+    "yaml_in": "run.yaml is a symbolic link: nnjit does not follow links inside a run folder",
 }
 
 
@@ -65,6 +66,10 @@ def runs(tmp_path):
         elif kind == "dev_zero":
             yaml_path.unlink()
             os.symlink("/dev/zero", yaml_path)
+        elif kind == "yaml_in":  # another run's run.yaml, inside the runs root
+            (run.path / "own.yaml").write_text(run.config.to_yaml())
+            yaml_path.unlink()
+            os.symlink(run.path / "own.yaml", yaml_path)
     (root / "notes").mkdir()  # not a run (no run.yaml): not listed, no warning
     return root, sorted(good), bad
 

@@ -43,6 +43,33 @@ def test_fit_x_y_keras_defaults_and_positional_epochs_and_val():
     np.testing.assert_array_equal(model_a[2].weight.data, model_b[2].weight.data)
 
 
+def test_keras_validation_data_and_validation_split():
+    """Keras' names work (issue 25, item 14: a bare TypeError): validation_data is val, and
+    validation_split validates on the last fraction of fit(X, y)'s rows, as Keras takes it."""
+    X, y = _data()
+    a, model_a = _trainer()
+    b, model_b = _trainer()
+    ha = a.fit(X, y, epochs=2, validation_data=(X[:10], y[:10]), verbose=False)
+    hb = b.fit(X, y, epochs=2, val=(X[:10], y[:10]), verbose=False)
+    np.testing.assert_array_equal(ha["val_loss"], hb["val_loss"])
+    with pytest.raises(ValueError, match="val and validation_data"):
+        a.fit(X, y, val=(X, y), validation_data=(X, y))
+    with pytest.raises(ValueError, match=r"validation_split must be a fraction .* got 1\.5"):
+        a.fit(X, y, validation_split=1.5)
+    with pytest.raises(ValueError, match="with a DataLoader pass the validation data as val"):
+        a.fit(nn.DataLoader(X, y), validation_split=0.2)
+
+
+def test_validation_split_validates_on_the_last_rows_as_keras():
+    X, y = _data()
+    a, model_a = _trainer()
+    b, model_b = _trainer()
+    ha = a.fit(X, y, epochs=2, batch_size=8, validation_split=0.25, verbose=False)
+    hb = b.fit(X[:30], y[:30], epochs=2, batch_size=8, val=(X[30:], y[30:]), verbose=False)
+    np.testing.assert_array_equal(ha["val_loss"], hb["val_loss"])
+    np.testing.assert_array_equal(model_a[0].weight.data, model_b[0].weight.data)
+
+
 def test_fit_x_y_lists_and_no_shuffle():
     X, y = _data()
     a, model_a = _trainer()
