@@ -17,6 +17,7 @@ from nnjit.engine.loop_arrays import LoopArrays, StepArrays
 from nnjit.engine.run_options import RunOptions
 from nnjit.graph.graph_data import G_INPUT_LOADED, G_NEED_LOOPS, G_WEIGHTS_READY, no_graph
 from nnjit.kernels.dense import TRANSPOSED_MAX_ROWS
+from nnjit.kernels.optim import STATE_ROWS
 from nnjit.kernels.rng import seed_state
 from nnjit.ops.family import registry
 from nnjit.ops.opcodes import CLASSIFICATION_LOSSES, GRAPH_LOOPS, Opcode
@@ -290,6 +291,8 @@ class Program:
         # The loop only reads the data: it gets read-only views (free), so a read-only X (a
         # memmap, joblib's arrays) runs the same compiled loop as a writable one, and the
         # loader's signature, which names X's type, fits the validation arrays too.
+        if options.task == fields.TASK_FIT:  # (the step indexes the state by row, unchecked)
+            _check_state_rows(options.optimizer, step.opt_state, self.n_params)
         X, Y, Xv, Yv = (_read_only(a) for a in data[:4])
         perm = data[4]
         for a, b, name in ((X, Xv, "X"), (Y, Yv, "Y")):
@@ -404,3 +407,15 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     view = a.view()
     view.flags.writeable = False
     return view
+
+
+def _check_state_rows(kind: int, state: np.ndarray, n_params: int) -> None:
+    """ValueError unless ``state`` holds the rows optimizer ``kind``'s compiled step uses, each
+    of ``n_params`` values (a kind without a compiled step is refused by the dispatch table)."""
+    rows = STATE_ROWS.get(kind)
+    if rows is None:
+        return
+    if state.ndim != 2 or state.shape[0] < rows or state.shape[1] < n_params:
+        raise ValueError(f"fit: optimizer kind {kind}'s step uses {rows} state rows of "
+                         f"{n_params} values, the optimizer's state is {state.shape} (an "
+                         "Optimizer subclass's n_buffers must cover its kind's)")

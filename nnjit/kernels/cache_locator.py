@@ -339,6 +339,20 @@ class _SealedCacheFile(caching.IndexDataCacheFile):
         with self._open_for_write(self._data_path(name)) as f:
             f.write(_seal(name, self._dump(data)))
 
+    def save(self, key, data):
+        """numba's save, but the data file is named by a digest of the entry's key, not by the
+        next number free in the index this process read: two processes saving different
+        overloads of one function at once took the same number, and the index then named the
+        other overload's machine code for this key (compiled for other argument types: memory
+        corruption when called, seen as a hung or aborted test worker). The data is written
+        before the index names it."""
+        data_name = self._data_name(int(hashlib.sha256(repr(key).encode()).hexdigest()[:15], 16))
+        self._save_data(data_name, data)
+        overloads = self._load_index()
+        if overloads.get(key) != data_name:
+            overloads[key] = data_name
+            self._save_index(overloads)
+
 
 class _ReachStamp:
     """The cache index's freshness stamp: numba's (the function's own file) plus the digest of

@@ -394,6 +394,11 @@ def radam_step(kind, params, grads, opt_state, opt_hyper, lr, step):
     return True
 
 
+#: The state rows (buffers of the parameters' length) each kind's step reads and writes: the
+#: engine refuses a fit whose state has fewer (a forged kind would index past the array).
+STATE_ROWS = {OPT_SGD: 1, OPT_SKLEARN_SGD: 1, OPT_ADAM: 2, OPT_SKLEARN_ADAM: 2, OPT_RMSPROP: 2,
+              OPT_ADAGRAD: 1, OPT_ADADELTA: 2, OPT_ADAMAX: 2, OPT_NADAM: 3, OPT_RADAM: 2}
+
 #: Each optimizer kind's step, and the name its compiled entry goes by.
 STEPS = {OPT_SGD: ("SGD", sgd_step), OPT_SKLEARN_SGD: ("SGD", sgd_step),
          OPT_ADAM: ("Adam", adam_step), OPT_SKLEARN_ADAM: ("Adam", adam_step),

@@ -17,8 +17,8 @@ from nnjit.ops.opcodes import Opcode
 def test_only_known_optimizer_kinds_have_a_compiled_step():
     from nnjit.engine import dispatch
 
-    with pytest.raises(ValueError, match="no compiled step for optimizer kind 7"):
-        dispatch.optimizer_entry(7)
+    with pytest.raises(ValueError, match="no compiled step for optimizer kind 99"):
+        dispatch.optimizer_entry(99)
     # scikit-learn's kinds share torch's step entry; each family is its own entry
     assert dispatch.optimizer_entry(ko.OPT_SGD) is dispatch.optimizer_entry(ko.OPT_SKLEARN_SGD)
     assert dispatch.optimizer_entry(ko.OPT_ADAM) is dispatch.optimizer_entry(ko.OPT_SKLEARN_ADAM)
@@ -31,14 +31,14 @@ def test_only_known_optimizer_kinds_have_a_compiled_step():
 
 def test_a_fit_with_an_unknown_optimizer_kind_stops_before_any_step():
     class Forged(nn.SGD):
-        kind = 7
+        kind = 99
 
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(12, 3)), rng.integers(0, 2, 12)
     model = nn.Sequential(nn.Linear(3, 2))
     before = model[0].weight.data.copy()
     trainer = nn.Trainer(model, Forged(lr=0.1), nn.CrossEntropyLoss(), dtype=np.float64)
-    with pytest.raises(ValueError, match="optimizer kind 7"):
+    with pytest.raises(ValueError, match="optimizer kind 99"):
         trainer.fit(nn.DataLoader(X, y, batch_size=4), epochs=1, verbose=False)
     np.testing.assert_array_equal(model[0].weight.data, before)
 
@@ -62,3 +62,20 @@ def test_graph_dispatchers_check_the_opcode_before_reading_aux0():
     assert graph.graph_forward(int(Opcode.RELU), 0, 1, records, slots, values, gdata) is False
     assert graph.graph_backward(int(Opcode.RELU), 0, 1, records, slots, values, values,
                                 gdata) is False
+
+
+def test_a_kind_whose_step_needs_more_state_rows_is_refused_before_any_step():
+    """An Optimizer subclass naming another kind than its buffers fit (SGD's one row for
+    NAdam's three) is refused: the compiled step indexes the state by row without a check, and
+    it wrote past the array (a corrupted heap, seen as a hung test worker)."""
+    class Forged(nn.SGD):
+        kind = ko.OPT_NADAM
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(12, 3)), rng.integers(0, 2, 12)
+    model = nn.Sequential(nn.Linear(3, 2))
+    before = model[0].weight.data.copy()
+    trainer = nn.Trainer(model, Forged(lr=0.1), nn.CrossEntropyLoss(), dtype=np.float64)
+    with pytest.raises(ValueError, match=r"kind 8's step uses 3 state rows"):
+        trainer.fit(nn.DataLoader(X, y, batch_size=4), epochs=1, verbose=False)
+    np.testing.assert_array_equal(model[0].weight.data, before)

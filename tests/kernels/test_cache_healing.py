@@ -167,3 +167,34 @@ def test_a_data_file_needing_a_missing_module_is_discarded(probe):
     (probe / "ghost_mod.py").unlink()
     [path] = _files(probe, "probe_mod.add_one-*.nbc")
     _heals(probe, path)
+
+
+RACE = textwrap.dedent("""\
+    import numpy as np
+    import probe_mod
+    f = probe_mod.add_one
+    f(np.float32(1.0)), f(np.float64(1.0))  # process A saved both overloads
+    cache_file = f._cache._cache_file
+    index = cache_file._load_index()
+    key32, key64 = sorted(index, key=lambda k: str(k[0]))
+    data64 = cache_file._load_data(index[key64])
+    # process B read an empty index before A's saves, then saved its float64 overload ...
+    cache_file._save_index({})
+    cache_file.save(key64, data64)
+    # ... and A's index write (the float32 entry only) came last
+    cache_file._save_index({key32: index[key32]})
+    """)
+CALL = "import numpy as np, probe_mod; print(probe_mod.add_one(np.float32(41)))"
+
+
+def test_two_overloads_saved_at_once_never_share_a_data_file(tmp_path):
+    """numba named a data file by the next number free in the index the saving process read:
+    two processes saving two overloads at once wrote one file, and the index could name the
+    other overload's machine code for a key (compiled for other argument types: memory
+    corruption when called, seen as a hung or aborted test worker). nnjit names it by the
+    entry's key: a lost index update is a cache miss, never another overload's code."""
+    (tmp_path / "probe_mod.py").write_text(PROBE)
+    race = _run(tmp_path, RACE)
+    assert race.returncode == 0, race.stderr
+    out = _run(tmp_path, CALL)
+    assert out.returncode == 0 and out.stdout.split() == ["42.0"], (out.stdout, out.stderr)
