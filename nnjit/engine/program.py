@@ -292,7 +292,7 @@ class Program:
         # memmap, joblib's arrays) runs the same compiled loop as a writable one, and the
         # loader's signature, which names X's type, fits the validation arrays too.
         if options.task == fields.TASK_FIT:  # (the step indexes the state by row, unchecked)
-            _check_state_rows(options.optimizer, step.opt_state, self.n_params)
+            _check_state_rows(options.optimizer, step.opt_state)
         X, Y, Xv, Yv = (_read_only(a) for a in data[:4])
         perm = data[4]
         for a, b, name in ((X, Xv, "X"), (Y, Yv, "Y")):
@@ -409,13 +409,11 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return view
 
 
-def _check_state_rows(kind: int, state: np.ndarray, n_params: int) -> None:
-    """ValueError unless ``state`` holds the rows optimizer ``kind``'s compiled step uses, each
-    of ``n_params`` values (a kind without a compiled step is refused by the dispatch table)."""
+def _check_state_rows(kind: int, state: np.ndarray) -> None:
+    """ValueError unless ``state`` holds the rows optimizer ``kind``'s compiled step uses (a
+    kind without a compiled step is refused by the dispatch table)."""
     rows = STATE_ROWS.get(kind)
-    if rows is None:
-        return
-    if state.ndim != 2 or state.shape[0] < rows or state.shape[1] < n_params:
-        raise ValueError(f"fit: optimizer kind {kind}'s step uses {rows} state rows of "
-                         f"{n_params} values, the optimizer's state is {state.shape} (an "
-                         "Optimizer subclass's n_buffers must cover its kind's)")
+    if rows is not None and (state.ndim != 2 or state.shape[0] < rows):
+        raise ValueError(f"fit: optimizer kind {kind}'s step uses {rows} state rows, the "
+                         f"optimizer's state is {state.shape} (an Optimizer subclass's "
+                         "n_buffers must cover its kind's)")

@@ -259,8 +259,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
             restore_best: bool = True, verbose=True, callbacks=None, scheduler=None,
             grad_clip_norm: float | None = None, accumulation_steps: int = 1,
             log_batches: bool = False, initial_epoch: int = 0,
-            schedule_epochs: int | None = None, validation_data=None,
-            validation_split: float | None = None) -> pd.DataFrame:
+            schedule_epochs=None, validation_data=None, validation_split=None) -> pd.DataFrame:
         """Train for up to ``epochs`` epochs; validate every epoch when ``val`` is given.
 
         Early stopping follows scikit-learn's rule: an epoch counts as *no improvement* unless
@@ -278,9 +277,8 @@ class Trainer(InferenceMethods, CheckpointMethods):
             epochs: maximum number of epochs (>= 1).
             val (alias val_dataloader, and Keras' validation_data): validation data, a
                 DataLoader or ``(X, y)``.
-            validation_split: Keras' option for ``fit(X, y)`` with arrays: this fraction of the
-                rows, the last ones (taken before any shuffling, as Keras does), validates
-                instead of training.
+            validation_split: Keras' option for ``fit(X, y)``: this fraction of the rows, the
+                last ones (before any shuffling, as Keras), validates instead of training.
             batch_size: rows per training batch of ``fit(X, y)`` (default 32, Keras'); a
                 DataLoader has its own.
             shuffle: shuffle ``fit(X, y)``'s rows every epoch (default True, Keras').
