@@ -15,7 +15,7 @@ The forward product has four implementations; :func:`forward_strategy` picks one
   4.4 -> 3.8).
 * **Register-blocked dot products** (:mod:`nnjit.kernels.dense_vector`, AVX-512 hosts only: on
   AVX2 its 16 vector accumulators would not fit the registers) for inner dimensions of 256 or
-  more and batches of at most 128 rows: 1.1-2.2x OpenBLAS's best orientation there.
+  more and batches of at most 128 rows, where they beat OpenBLAS's best orientation.
 * **A register-blocked loop** that keeps a 2x2 block of outputs in registers and vectorises over
   the contiguous inner dimension of ``x`` and ``w``. Against OpenBLAS's AVX2 ("Haswell") kernels
   it wins for narrow outputs and small layers (16x64x10 0.35 vs 0.61, 32x128x10 1.0 vs 1.8,
@@ -33,7 +33,6 @@ from nnjit.kernels._jit import jit
 from nnjit.kernels.dense_vector import dot_forward
 from nnjit.kernels.simd import VECTOR_BYTES
 from nnjit.kernels.views import view2d
-
 
 # Which product computes the forward pass depends on the shape and on which OpenBLAS kernels run
 # (``mode``: the Trainer passes :func:`nnjit.train.threads.dense_forward_mode`).

@@ -5,12 +5,10 @@ of ``x`` by 4 rows of ``w`` keeps 16 vector accumulators (:mod:`nnjit.kernels.si
 lane-wise partial dot product along ``I``; per step 8 vector loads feed 16 FMAs, and each
 accumulator's lanes are summed once at the end. No operand is transposed or packed, which is
 where OpenBLAS loses at these shapes: it packs the whole weight for a product of a few dozen
-rows. Measured against OpenBLAS's best orientation (1 thread, float32, an AMD EPYC host with a
-98 GFLOP/s peak; docs/performance.md): 32x4096x128 422 against 451 us, 32x4096x40 116 against
-184, 64x400x120 61 against 73, 64x3136x10 50 against 111, 64x784x256 291 against 311; it loses
-for short inner dimensions (32x64x128 8.4 against 7.7 us: the lane sums dominate) and for
-batches of 200 rows or more, which :func:`nnjit.kernels.dense.forward_strategy` leaves to BLAS.
-Float64 gains alike (32x4096x128 1015 against 1096 us).
+rows. It beats OpenBLAS's best orientation for long inner dimensions and batches of a few dozen
+rows, and loses for short inner dimensions (the lane sums dominate) and for batches of 200 rows
+or more, which :func:`nnjit.kernels.dense.forward_strategy` leaves to BLAS (the measurements:
+docs/performance.md, "Fewer passes, and the small products").
 
 Edge rows and columns of a tile repeat the last one (computed twice, stored twice): one loop
 nest, no edge loops (they cost compile time). ``I`` must be a multiple of the vector's lanes.
