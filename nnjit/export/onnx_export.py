@@ -14,14 +14,14 @@ Each recorded op on the path from the input to the output becomes ONNX nodes:
   batch's, with ``ReduceMean``, without them); ``LayerNorm``: ``LayerNormalization``.
 - ``Embedding``: ``Gather`` (integer input ``int64``); ``cat``: ``Concat``; ``x[:, a:b]``:
   ``Slice``; ``Flatten``/``view``: ``Reshape`` where the next op needs another shape.
-- Graph layers (GCN, SAGE, GAT): :mod:`nnjit.export.onnx_graph` (``Gather`` and ``ScatterND``
+- Graph layers (GCN, SAGE, GAT): :mod:`nnjit.export.onnx_graph` (``Gather`` and ``ScatterElements``
   over an ``edge_index`` input).
 
 Python ops (``nnjit.Op``) have no ONNX form and raise :class:`NotImplementedError` naming the
 layer and the op.
 
 Opset 17 with IR version 8 (onnx 1.12, onnxruntime 1.12 and later, and the other runtimes of
-that generation); a graph model with a max aggregation or attention (``ScatterND`` with
+that generation); a graph model with a max aggregation or attention (``ScatterElements`` with
 ``reduction="max"``) is written with opset 18 (onnx 1.13), the first that has it (checked with
 onnxruntime 1.32). A newer opset would only add a native ``Gelu`` (opset 20), the same formula.
 

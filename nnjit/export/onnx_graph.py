@@ -6,11 +6,13 @@ The exported graph takes ``x`` ``(num_nodes, F)`` and ``edge_index`` int64 ``(2,
 carry no edge weights, so there is no ``edge_weight`` input). Everything nnjit precomputes per
 graph is computed in the ONNX graph, so one file serves any graph: the edge set with one self
 loop per node (``Equal``/``Compress`` drop the given loops, ``Range`` appends ``0..N-1``), the
-in-degrees (``ScatterND`` adding ones), GCN's symmetric normalisation and SAGE's mean weights.
+in-degrees (a scatter adding ones), GCN's symmetric normalisation and SAGE's mean weights.
 A message is ``Gather`` of the source rows; a sum over each node's incoming edges is
-``ScatterND`` with ``reduction="add"`` into zeros, a max (SAGE's ``aggr="max"``, the attention
-softmax's shift) ``reduction="max"`` into -inf (opset 18), a node without incoming edges then
-getting 0 as in nnjit.
+``ScatterElements`` along axis 0 with ``reduction="add"`` into zeros, a max (SAGE's
+``aggr="max"``, the attention softmax's shift) ``reduction="max"`` into -inf (opset 18), a node
+without incoming edges then getting 0 as in nnjit. Not ``ScatterND``: onnxruntime runs its
+reductions on several threads without guarding repeated indices, so the sums of nodes with many
+incoming edges come out wrong and different from run to run (its issues 18048 and 23396).
 """
 
 from __future__ import annotations
@@ -64,8 +66,10 @@ def _filled(b, width: int, value: float, base: str) -> str:
 def _scatter(b, csr: int, updates: str, width: int, reduction: str, base: str) -> str:
     """Per node, the sum or max of ``updates`` (E, width) over its incoming edges of ``csr``."""
     start = 0.0 if reduction == "add" else -np.inf
-    return b.node("ScatterND", [_filled(b, width, start, base), _edges(b, csr)[2], updates],
-                  base, reduction=reduction)
+    shape = b.node("Shape", [updates], base + ".updates_shape")
+    targets = b.node("Expand", [_edges(b, csr)[2], shape], base + ".targets")
+    return b.node("ScatterElements", [_filled(b, width, start, base), targets, updates],
+                  base, axis=0, reduction=reduction)
 
 
 def _degree(b, csr: int) -> str:
