@@ -28,6 +28,9 @@ from nnjit.nn.parameter import Parameter as Parameter
 from nnjit.nn.pooling import AdaptiveAvgPool2d as AdaptiveAvgPool2d
 from nnjit.nn.pooling import AvgPool2d as AvgPool2d
 from nnjit.nn.pooling import MaxPool2d as MaxPool2d
+from nnjit.nn.recurrent import GRU as GRU
+from nnjit.nn.recurrent import LSTM as LSTM
+from nnjit.nn.recurrent import RNN as RNN
 from nnjit.nn.sequential import Sequential as Sequential
 
 # The inspiring C++ engine's names: thin aliases, not a second implementation.

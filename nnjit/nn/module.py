@@ -28,6 +28,10 @@ MSG_DATA_CALL = (
     "(N, in_features) (one per input of forward), or a Graph for graph models (model(X) is "
     "model.predict(X))"
 )
+MSG_DATA_KEYWORDS = (
+    "{cls} was called on data with keyword arguments ({names}): on data, pass one array per "
+    "input of forward, in order: model(X_a, X_b)"
+)
 MSG_ARRAY_IN_TRACE = (
     "{cls} was called on arrays while the model is being traced: forward must pass on the "
     "tensors it receives (array data goes to model(X), model.predict(X) or Trainer.predict(X))"
@@ -245,8 +249,9 @@ class Module:
     def forward(self, *args):
         raise NotImplementedError(f"{type(self).__name__} must implement forward()")
 
-    def __call__(self, *args):
-        """During a trace (``forward`` on symbolic tensors): record this module's ops.
+    def __call__(self, *args, **kwargs):
+        """During a trace (``forward`` on symbolic tensors): record this module's ops
+        (keyword arguments go to ``forward``: ``lstm(x, lengths=lengths)``).
 
         On data, ``model(X)`` returns the raw outputs ``(N, out_features)`` of the compiled
         forward, as :meth:`predict` does: in evaluation (dropout off, no gradients) whatever
@@ -264,7 +269,7 @@ class Module:
             tape = args[0].tape
         symbolic = tape is not None
         for a in args:  # (a loop: all() over a generator costs a generator per call)
-            symbolic = symbolic and isinstance(a, Symbolic)
+            symbolic = symbolic and (isinstance(a, Symbolic) or _optional_or_group(a))
         if not symbolic:
             self._check_init()
             cls = type(self).__name__
@@ -272,6 +277,8 @@ class Module:
                 raise TypeError(MSG_ARRAY_IN_TRACE.format(cls=cls))
             if not args:
                 raise TypeError(MSG_DATA_CALL.format(cls=cls))
+            if kwargs:
+                raise TypeError(MSG_DATA_KEYWORDS.format(cls=cls, names=", ".join(kwargs)))
             # data, not a trace: the compiled forward (one array per input of forward)
             return self._inference_trainer()._outputs(args[0] if len(args) == 1 else args,
                                                       f"{cls}(X)")
@@ -280,7 +287,7 @@ class Module:
         owners = tape.owners
         owners.append(self.__dict__.get("_path") or type(self).__name__)
         try:
-            out = self.forward(*args)
+            out = self.forward(*args, **kwargs) if kwargs else self.forward(*args)
         finally:
             owners.pop()
         if tape.module_outputs is not None:  # (Module.summary's output shapes)
@@ -459,6 +466,13 @@ class Module:
         if not lines:
             return head + ")"
         return head + "\n" + "\n".join(lines) + "\n)"
+
+
+def _optional_or_group(a) -> bool:
+    """An argument a traced ``forward`` may receive besides tensors: None (an optional input
+    left out, ``rnn(x, None)``) or a tuple of tensors (an LSTM's ``(h_0, c_0)``)."""
+    return a is None or (type(a) is tuple and bool(a)
+                         and all(isinstance(t, Symbolic) for t in a))
 
 
 def _check_name(module: Module, name, kind: str) -> None:
