@@ -136,7 +136,7 @@ class RNNBase(Module):
     def _check_input(self, x, where: str) -> int:
         if (not isinstance(x, Tensor) or x.is_integer or len(x.dims) != 2
                 or x.dims[1] != self.input_size):
-            got = x.shape if isinstance(x, Tensor) else type(x).__name__
+            got = _shape(x) if isinstance(x, Tensor) else type(x).__name__
             hint = (" (integer token ids go through an Embedding first)"
                     if isinstance(x, Tensor) and x.is_integer else "")
             raise ValueError(f"{where}: expected a float input of shape (batch, steps, "
@@ -155,16 +155,17 @@ class RNNBase(Module):
         for name, t in zip(("h_0", "c_0") if lstm else ("hx",), states):
             if (not isinstance(t, Tensor) or t.is_integer or int(t.rows) != int(x.rows)
                     or t.cols != want[0] * want[1]):
-                got = t.shape if isinstance(t, Tensor) else type(t).__name__
+                got = _shape(t) if isinstance(t, Tensor) else type(t).__name__
                 raise ValueError(f"{where}: {name} must be a float tensor of shape (batch, "
-                                 f"{want[0]}, {want[1]}) with the input's batch ({x.shape[0]}), "
+                                 f"{want[0]}, {want[1]}) with the input's batch ({int(x.rows)}), "
                                  f"got {got}")
         return states[0], (states[1] if lstm else None)
 
     def _check_lengths(self, lengths, x, where: str) -> None:
         if (not isinstance(lengths, Tensor) or not lengths.is_integer or lengths.cols != 1
                 or int(lengths.rows) != int(x.rows)):
-            got = lengths.shape if isinstance(lengths, Tensor) else type(lengths).__name__
+            got = (_shape(lengths) if isinstance(lengths, Tensor)
+                   else type(lengths).__name__)
             raise ValueError(f"{where}: lengths must be an integer tensor of shape (batch,) "
                              f"(an integer model input of one length per sequence), got {got}")
 
@@ -174,6 +175,11 @@ class RNNBase(Module):
                         "bidirectional": False}
         parts += [f"{k}={getattr(self, k)}" for k, v in defaults.items() if getattr(self, k) != v]
         return ", ".join(parts)
+
+
+def _shape(t: Tensor) -> tuple[int, ...]:
+    """A traced tensor's shape with its batch as a plain int."""
+    return (int(t.rows), *t.dims)
 
 
 def _stack(finals: list, hidden: int):
