@@ -17,6 +17,11 @@ Backward: ``dh`` (and ``dc``) hold the gradient reaching the state after step t;
 except the GRU's n gate, which r scales on the recurrent side only), and leaves in ``dh`` the
 part of the previous state's gradient that does not go through ``W_hh`` (the GRU's ``z`` path;
 0 otherwise; padded rows keep theirs). The scan adds ``dhh @ W_hh``.
+
+Every loop runs over one row's 1-D views (indexing a 2-D array by a computed column keeps
+numba's negative-index wraparound test, which stops vectorisation: an add over a GRU step took
+4x longer) and reads or writes few arrays, and the activations run in place on one array (a
+loop applying sigmoid to the sum of two arrays was not vectorised at all).
 """
 
 from nnjit.kernels import gate_math as gm
@@ -29,23 +34,67 @@ def padded(t, b, lengths, has_lengths):
     return has_lengths and t >= lengths[b]
 
 
+@jit(inline="always")
+def add_rows(a, b, out):
+    """out (n,) = a + b."""
+    for j in range(out.shape[0]):
+        out[j] = a[j] + b[j]
+
+
+@jit(inline="always")
+def copy_row(src, dst):
+    """dst (n,) = src (a loop: numba's ``dst[:] = src`` may copy through a new array)."""
+    for j in range(dst.shape[0]):
+        dst[j] = src[j]
+
+
+@jit(inline="always")
+def fill_row(dst, value):
+    for j in range(dst.shape[0]):
+        dst[j] = value
+
+
+@jit(inline="always")
+def sigmoid_in_place(v):
+    """v (n,) = sigmoid(v)."""
+    dt = v.dtype
+    for j in range(v.shape[0]):
+        v[j] = gm.sigmoid(v[j], dt)
+
+
+@jit(inline="always")
+def tanh_in_place(v):
+    """v (n,) = tanh(v)."""
+    dt = v.dtype
+    for j in range(v.shape[0]):
+        v[j] = gm.tanh(v[j], dt)
+
+
+@jit(inline="always")
+def put_grad(src, dst, accumulate):
+    """dst (n,) (+)= src."""
+    for j in range(dst.shape[0]):
+        dst[j] = dst[j] + src[j] if accumulate else src[j]
+
+
 @jit
 def rnn_step_forward(p, t, hh, lengths, has_lengths, relu, h, y):
     """h (B, H) = tanh or relu(p[:, step t] + hh); y's step t = h (0 on padded rows)."""
     rows, hidden = h.shape
-    dt = h.dtype
-    zero = dt.type(0.0)
-    base = t * hidden
+    zero = h.dtype.type(0.0)
     for b in range(rows):
+        yr = y[b, t * hidden:(t + 1) * hidden]
         if padded(t, b, lengths, has_lengths):
-            for j in range(hidden):
-                y[b, base + j] = zero
+            fill_row(yr, zero)
             continue
-        for j in range(hidden):
-            v = p[b, base + j] + hh[b, j]
-            v = max(zero, v) if relu else gm.tanh(v, dt)
-            h[b, j] = v
-            y[b, base + j] = v
+        hr = h[b]
+        add_rows(p[b, t * hidden:(t + 1) * hidden], hh[b], hr)
+        if relu:
+            for j in range(hidden):
+                hr[j] = max(hr[j], zero)
+        else:
+            tanh_in_place(hr)
+        copy_row(hr, yr)
 
 
 @jit
@@ -54,46 +103,52 @@ def rnn_step_backward(y, dy, t, lengths, has_lengths, relu, dh, dhh, dp, need_p,
     rows, hidden = dh.shape
     zero = dh.dtype.type(0.0)
     one = dh.dtype.type(1.0)
-    base = t * hidden
     for b in range(rows):
-        pad = padded(t, b, lengths, has_lengths)
-        for j in range(hidden):
-            v = y[b, base + j]
-            g = zero
-            if not pad:
-                g = dh[b, j] + dy[b, base + j]
-                g = (g if v > zero else zero) if relu else g * (one - v * v)
-                dh[b, j] = zero
-            dhh[b, j] = g
-            if need_p:
-                dp[b, base + j] = dp[b, base + j] + g if acc_p else g
+        gr = dhh[b]
+        if padded(t, b, lengths, has_lengths):
+            fill_row(gr, zero)
+        else:
+            add_rows(dh[b], dy[b, t * hidden:(t + 1) * hidden], gr)
+            yr = y[b, t * hidden:(t + 1) * hidden]
+            for j in range(hidden):
+                v = yr[j]
+                gr[j] = (gr[j] if v > zero else zero) if relu else gr[j] * (one - v * v)
+            fill_row(dh[b], zero)
+        if need_p:
+            put_grad(gr, dp[b, t * hidden:(t + 1) * hidden], acc_p)
 
 
 @jit
 def lstm_step_forward(p, t, hh, lengths, has_lengths, h, c, y, gates, c_prev, tanh_c):
     """i, f, g, o = sigma, sigma, tanh, sigma(p[:, step t] + hh); c = f c + i g; h = o tanh c."""
     rows, hidden = h.shape
-    dt = h.dtype
-    zero = dt.type(0.0)
-    base = 4 * t * hidden
+    zero = h.dtype.type(0.0)
+    g4 = 4 * hidden
     for b in range(rows):
-        for j in range(hidden):
-            c_prev[b, j] = c[b, j]
+        cr = c[b]
+        copy_row(cr, c_prev[b])
+        yr = y[b, t * hidden:(t + 1) * hidden]
         if padded(t, b, lengths, has_lengths):
-            for j in range(hidden):
-                y[b, t * hidden + j] = zero
+            fill_row(yr, zero)
             continue
-        for j in range(4 * hidden):
-            v = p[b, base + j] + hh[b, j]
-            gates[b, j] = gm.tanh(v, dt) if 2 * hidden <= j < 3 * hidden else gm.sigmoid(v, dt)
+        gr = gates[b]
+        add_rows(p[b, t * g4:(t + 1) * g4], hh[b], gr)
+        gi = gr[:hidden]
+        gf = gr[hidden:2 * hidden]
+        gg = gr[2 * hidden:3 * hidden]
+        go = gr[3 * hidden:]
+        sigmoid_in_place(gr[:2 * hidden])
+        tanh_in_place(gg)
+        sigmoid_in_place(go)
         for j in range(hidden):
-            cv = gates[b, hidden + j] * c[b, j] + gates[b, j] * gates[b, 2 * hidden + j]
-            tc = gm.tanh(cv, dt)
-            c[b, j] = cv
-            tanh_c[b, j] = tc
-            hv = gates[b, 3 * hidden + j] * tc
-            h[b, j] = hv
-            y[b, t * hidden + j] = hv
+            cr[j] = gf[j] * cr[j] + gi[j] * gg[j]
+        tr = tanh_c[b]
+        copy_row(cr, tr)
+        tanh_in_place(tr)
+        hr = h[b]
+        for j in range(hidden):
+            hr[j] = go[j] * tr[j]
+        copy_row(hr, yr)
 
 
 @jit
@@ -103,57 +158,76 @@ def lstm_step_backward(dy, t, gates, c_prev, tanh_c, lengths, has_lengths, dh, d
     rows, hidden = dh.shape
     zero = dh.dtype.type(0.0)
     one = dh.dtype.type(1.0)
-    base = 4 * t * hidden
+    g4 = 4 * hidden
     for b in range(rows):
+        dr = dhh[b]
         if padded(t, b, lengths, has_lengths):
-            for j in range(4 * hidden):
-                dhh[b, j] = zero
-                if need_p and not acc_p:
-                    dp[b, base + j] = zero
-            continue
-        for j in range(hidden):
-            g = dh[b, j] + dy[b, t * hidden + j]
-            i = gates[b, j]
-            f = gates[b, hidden + j]
-            gg = gates[b, 2 * hidden + j]
-            o = gates[b, 3 * hidden + j]
-            tc = tanh_c[b, j]
-            dct = dc[b, j] + g * o * (one - tc * tc)
-            dc[b, j] = dct * f
-            dh[b, j] = zero
-            dhh[b, j] = dct * gg * i * (one - i)
-            dhh[b, hidden + j] = dct * c_prev[b, j] * f * (one - f)
-            dhh[b, 2 * hidden + j] = dct * i * (one - gg * gg)
-            dhh[b, 3 * hidden + j] = g * tc * o * (one - o)
+            fill_row(dr, zero)
+        else:
+            gr = gates[b]
+            gi = gr[:hidden]
+            gf = gr[hidden:2 * hidden]
+            gg = gr[2 * hidden:3 * hidden]
+            go = gr[3 * hidden:]
+            di = dr[:hidden]
+            df = dr[hidden:2 * hidden]
+            dg = dr[2 * hidden:3 * hidden]
+            do = dr[3 * hidden:]
+            tr = tanh_c[b]
+            hr = dh[b]
+            cr = dc[b]
+            add_rows(hr, dy[b, t * hidden:(t + 1) * hidden], hr)  # dh_t, in place
+            for j in range(hidden):  # o's gradient, then the cell's
+                o = go[j]
+                do[j] = hr[j] * tr[j] * o * (one - o)
+                cr[j] += hr[j] * o * (one - tr[j] * tr[j])
+            cp = c_prev[b]
+            for j in range(hidden):
+                i = gi[j]
+                f = gf[j]
+                g = gg[j]
+                d = cr[j]
+                di[j] = d * g * i * (one - i)
+                df[j] = d * cp[j] * f * (one - f)
+                dg[j] = d * i * (one - g * g)
+                cr[j] = d * f
+            fill_row(hr, zero)
         if need_p:
-            for j in range(4 * hidden):
-                dp[b, base + j] = dp[b, base + j] + dhh[b, j] if acc_p else dhh[b, j]
+            put_grad(dr, dp[b, t * g4:(t + 1) * g4], acc_p)
 
 
 @jit
 def gru_step_forward(p, t, hh, lengths, has_lengths, h, y, gates, hh_n):
     """r, z = sigma(p_rz + hh_rz); n = tanh(p_n + r hh_n); h = (1 - z) n + z h."""
     rows, hidden = h.shape
-    dt = h.dtype
-    zero = dt.type(0.0)
-    one = dt.type(1.0)
-    base = 3 * t * hidden
+    zero = h.dtype.type(0.0)
+    one = h.dtype.type(1.0)
+    g3 = 3 * hidden
     for b in range(rows):
+        yr = y[b, t * hidden:(t + 1) * hidden]
         if padded(t, b, lengths, has_lengths):
-            for j in range(hidden):
-                y[b, t * hidden + j] = zero
+            fill_row(yr, zero)
             continue
-        for j in range(2 * hidden):
-            gates[b, j] = gm.sigmoid(p[b, base + j] + hh[b, j], dt)
+        gr = gates[b]
+        pr = p[b, t * g3:(t + 1) * g3]
+        hhr = hh[b]
+        rz = gr[:2 * hidden]
+        add_rows(pr[:2 * hidden], hhr[:2 * hidden], rz)
+        sigmoid_in_place(rz)
+        gr_ = gr[:hidden]
+        gz = gr[hidden:2 * hidden]
+        nr = gr[2 * hidden:]
+        hn = hh_n[b]
+        copy_row(hhr[2 * hidden:], hn)
+        pn = pr[2 * hidden:]
         for j in range(hidden):
-            hn = hh[b, 2 * hidden + j]
-            n = gm.tanh(p[b, base + 2 * hidden + j] + gates[b, j] * hn, dt)
-            z = gates[b, hidden + j]
-            hv = (one - z) * n + z * h[b, j]
-            gates[b, 2 * hidden + j] = n
-            hh_n[b, j] = hn
-            h[b, j] = hv
-            y[b, t * hidden + j] = hv
+            nr[j] = pn[j] + gr_[j] * hn[j]
+        tanh_in_place(nr)
+        hr = h[b]
+        for j in range(hidden):
+            z = gz[j]
+            hr[j] = (one - z) * nr[j] + z * hr[j]
+        copy_row(hr, yr)
 
 
 @jit
@@ -163,28 +237,36 @@ def gru_step_backward(dy, t, gates, hh_n, h_prev, lengths, has_lengths, dh, dhh,
     rows, hidden = dh.shape
     zero = dh.dtype.type(0.0)
     one = dh.dtype.type(1.0)
-    base = 3 * t * hidden
+    g3 = 3 * hidden
     for b in range(rows):
+        dr = dhh[b]
         if padded(t, b, lengths, has_lengths):
-            for j in range(3 * hidden):
-                dhh[b, j] = zero
-                if need_p and not acc_p:
-                    dp[b, base + j] = zero
+            fill_row(dr, zero)
+            if need_p and not acc_p:
+                fill_row(dp[b, t * g3:(t + 1) * g3], zero)
             continue
+        gr = gates[b]
+        gr_ = gr[:hidden]
+        gz = gr[hidden:2 * hidden]
+        gn = gr[2 * hidden:]
+        d_r = dr[:hidden]
+        d_z = dr[hidden:2 * hidden]
+        d_n = dr[2 * hidden:]
+        hr = dh[b]
+        add_rows(hr, dy[b, t * hidden:(t + 1) * hidden], hr)  # dh_t, in place
+        hp = h_prev[b]
+        hn = hh_n[b]
         for j in range(hidden):
-            g = dh[b, j] + dy[b, t * hidden + j]
-            r = gates[b, j]
-            z = gates[b, hidden + j]
-            n = gates[b, 2 * hidden + j]
+            r = gr_[j]
+            z = gz[j]
+            n = gn[j]
+            g = hr[j]
             dn = g * (one - z) * (one - n * n)
-            dr = dn * hh_n[b, j] * r * (one - r)
-            dz = g * (h_prev[b, j] - n) * z * (one - z)
-            dh[b, j] = g * z
-            dhh[b, j] = dr
-            dhh[b, hidden + j] = dz
-            dhh[b, 2 * hidden + j] = dn * r
-            if need_p:
-                dp[b, base + j] = dp[b, base + j] + dr if acc_p else dr
-                dp[b, base + hidden + j] = dp[b, base + hidden + j] + dz if acc_p else dz
-                dp[b, base + 2 * hidden + j] = (dp[b, base + 2 * hidden + j] + dn if acc_p
-                                                else dn)
+            d_r[j] = dn * hn[j] * r * (one - r)
+            d_z[j] = g * (hp[j] - n) * z * (one - z)
+            d_n[j] = dn  # (p's gradient; r scales the recurrent side below)
+            hr[j] = g * z
+        if need_p:
+            put_grad(dr, dp[b, t * g3:(t + 1) * g3], acc_p)
+        for j in range(hidden):
+            d_n[j] *= gr_[j]
