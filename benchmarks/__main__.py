@@ -2,7 +2,7 @@
 [--native-blas]``.
 
 Runs ``core``, ``scale``, ``memory``, ``seed_table``, ``parallel``, ``gnn``, ``gnn_sampled``,
-``custom_ops`` and ``cnn`` in turn, each in its own fresh Python process (``python -m benchmarks.<name>``: no benchmark
+``custom_ops``, ``cnn`` and ``rnn`` in turn, each in its own fresh Python process (``python -m benchmarks.<name>``: no benchmark
 inherits another's imports, numba caches or environment changes), printing each one's tables and
 writing its JSON to
 ``benchmarks/results/<name>.json`` (or ``DIR/<name>.json``). A benchmark whose module is missing is
@@ -29,7 +29,7 @@ from benchmarks._common import REPO_ROOT, fmt_time, print_table
 
 #: In this order: seed_table's table of every target reads core, scale and memory's fresh JSON.
 BENCHMARKS = ("core", "scale", "memory", "seed_table", "parallel", "gnn", "gnn_sampled",
-              "custom_ops", "cnn")
+              "custom_ops", "cnn", "rnn")
 
 #: Benchmarks that read other benchmarks' fresh JSON start after those have ended.
 NEEDS = {"seed_table": ("core", "scale", "memory")}

@@ -35,6 +35,7 @@ EXPECTED_KEYS = {
     "gnn_sampled": {"summary", "memory"},
     "custom_ops": {"compile", "steady_state", "ratios"},
     "cnn": {"lenet", "conv_stack", "olivetti", "tabular", "vgg", "compile", "targets"},
+    "rnn": {"text", "forecast", "compile", "targets"},
 }
 
 
