@@ -26,12 +26,7 @@ the layer and the value. Kernels: :mod:`nnjit.kernels.recurrent`,
 from __future__ import annotations
 
 from nnjit.kernels import recurrent as kr
-from nnjit.kernels.dense import (
-    dense_backward_bias,
-    dense_backward_input,
-    dense_backward_weight,
-    dense_forward,
-)
+from nnjit.kernels.dense import dense_backward_bias, dense_backward_input, dense_forward
 from nnjit.kernels.views import view2d
 from nnjit.ops import recurrent_reference as ref
 from nnjit.ops.context import (
@@ -325,9 +320,8 @@ def backward(op, i, ctx):
                 dense_backward_input(dy, w, dx, view2d(scratch, 0, dx.shape[0], features),
                                      (f & _ACC_A) != 0)
             if (f & _NEED_B) != 0:
-                dense_backward_weight(dy, _rows_view(values, slots, a, rows, features),
-                                      slot_view(grads, slots, b, rows),
-                                      view2d(scratch, 0, g, features), (f & _ACC_B) != 0)
+                kr.weight_grad(dy, _rows_view(values, slots, a, rows, features),
+                               slot_view(grads, slots, b, rows), scratch, (f & _ACC_B) != 0)
             if (f & _NEED_C) != 0:
                 dense_backward_bias(dy, slot_flat(grads, slots, c, rows), (f & _ACC_C) != 0)
         elif op == _STATE:
