@@ -2,19 +2,27 @@
 direction of one layer; the cells' steps are :mod:`nnjit.kernels.recurrent_cells`.
 
 The input projections of every step arrive computed (``p``, one product over all steps: the
-family's RNN_INPUT op); a step adds ``h_{t-1} W_hh^T + b_hh`` (one product per step, the dense
-forward's choice of product for its shape) and runs the cell. Backward runs the steps in the
-other order, one ``dhh_t @ W_hh`` per step for the state's gradient, then ``W_hh``'s and
-``b_hh``'s gradients as one product over every step's saved state.
+family's RNN_INPUT op); a step adds ``h_{t-1} W_hh^T + b_hh`` (one product per step) and runs
+the cell. Backward runs the steps in the other order, one ``dhh_t @ W_hh`` per step for the
+state's gradient, then ``W_hh``'s and ``b_hh``'s gradients as one product over every step.
 
-``saved`` (flat, B*T*k*H values for the current batch of B rows) holds, time-major so every
-step's block is a contiguous (B, .) matrix: the state entering each step (``T*B*H``: with
-``dhh`` of every step, (T*B, H) and (T*B, G), the weight gradient's product), then per kind:
-LSTM ``c_prev`` (T*B*H), gates (T*B*4H), ``tanh c`` (T*B*H); GRU gates (T*B*3H), ``hh_n``
-(T*B*H). The scratch span holds ``hh`` and the dense forward's spare (2*B*G) forward, and
-``dhh`` of every step (T*B*G), ``dh``, ``dc``, the product ``dhh @ W_hh`` (3*B*H) and the
-weight gradient's transposed product (G*H) backward; forward also ``W_hh^T`` (G*H) for the
-steps' products when H is at most :data:`TRANSPOSED_MAX_HIDDEN`: :func:`scratch_size`.
+Variable lengths as PyTorch's packed sequences: the rows are taken in order of decreasing
+length (``order``, a stable sort), so the rows whose step t is valid are the first ``n_t`` and
+every product and cell runs on them alone; padded steps cost nothing (their outputs and input
+gradients are zeroed) and the state goes past them unchanged. The state lives in that order in
+the scratch span and goes back to the batch's order at the end (``h_n``, ``c_n``, the initial
+state's gradient). Without lengths the order is the identity and every row is valid.
+
+``saved`` (flat) holds per step its valid rows' values, packed: step t's block starts at row
+``sum_b min(lengths[b], t)`` (:func:`packed_offset`) of each section, and the sections are
+T*B rows apart. First the state entering each step (with ``dhh`` of every step, packed the same
+way, the weight gradient's (R, H) and (R, G) operands, R the valid steps of all rows), then per
+kind: LSTM ``c_prev`` (H), gates (4H), ``tanh c`` (H); GRU gates (3H), ``hh_n`` (H).
+
+The scratch span holds forward ``hh`` and the dense forward's spare (2*B*G), ``W_hh^T`` (G*H),
+the sorted state ``h``, ``c`` (2*B*H); backward ``dhh`` of every step (T*B*G), ``dh``, ``dc``,
+the product ``dhh @ W_hh`` (3*B*H) and the weight gradient's product (G*H); and the order (B):
+:func:`scratch_size`.
 
 Which products (measured, float32, 1 thread, OpenBLAS's AVX-512 kernels): a step's
 ``h_{t-1} W_hh^T`` for H <= 64 as ``h @ W_hh^T`` on a transposed copy made once per call (B=64
@@ -43,7 +51,8 @@ SAVED = (1, 1, 7, 5)
 def scratch_size(g: int, rows: int, steps: int, hidden: int) -> int:
     """Scratch elements a scan of ``rows`` rows, ``g`` gate values per row and step needs
     (module doc)."""
-    return 2 * rows * g + steps * rows * g + 3 * rows * hidden + g * hidden
+    return max(2 * rows * g + g * hidden + 2 * rows * hidden,
+               steps * rows * g + 3 * rows * hidden + g * hidden) + rows
 
 
 @jit
@@ -56,60 +65,125 @@ def lengths_valid(lengths, steps):
 
 
 @jit
-def initial_state(state, has_state, h, c, has_cell):
-    """h (B, H) = the first half of ``state`` (B, 2H) or zeros; c (an LSTM's, ``has_cell``)
-    the second half."""
-    rows, hidden = h.shape
-    zero = h.dtype.type(0.0)
+def sort_rows(lengths, has_lengths, order):
+    """order (B,) = the rows by decreasing length, ties in row order (the identity without
+    lengths); indices held as floats (the scratch span's dtype: exact below 2**24)."""
+    for k in range(order.shape[0]):
+        order[k] = k
+    if not has_lengths:
+        return
+    for k in range(1, order.shape[0]):  # insertion sort: stable, no allocation
+        v = order[k]
+        length = lengths[int(v)]
+        j = k - 1
+        while j >= 0 and lengths[int(order[j])] < length:
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = v
+
+
+@jit(inline="always")
+def valid_rows(lengths, has_lengths, order, t):
+    """How many rows (a prefix of ``order``) have a valid step t."""
+    rows = order.shape[0]
+    if not has_lengths:
+        return rows
+    n = 0
+    while n < rows and lengths[int(order[n])] > t:
+        n += 1
+    return n
+
+
+@jit(inline="always")
+def packed_offset(lengths, has_lengths, rows, t):
+    """Valid steps before step t, over every row: where step t's packed rows start."""
+    if not has_lengths:
+        return t * rows
+    total = 0
     for b in range(rows):
-        for j in range(hidden):
-            h[b, j] = state[b, j] if has_state else zero
-            if has_cell:
-                c[b, j] = state[b, hidden + j] if has_state else zero
+        total += min(max(lengths[b], 0), t)
+    return total
+
+
+@jit
+def copy_into(src, dst, zero_out=False):
+    """dst (R, C) = src, or 0 with ``zero_out``."""
+    zero = dst.dtype.type(0.0)
+    for r in range(dst.shape[0]):
+        for j in range(dst.shape[1]):
+            dst[r, j] = zero if zero_out else src[r, j]
+
+
+@jit
+def clear_padded(order, n, t, width, out, clear):
+    """Zero step t's ``width`` columns of ``out`` (B, T*width) for the rows order[n:]."""
+    if clear:
+        zero = out.dtype.type(0.0)
+        for k in range(n, order.shape[0]):
+            rc.fill_row(out[int(order[k]), t * width:(t + 1) * width], zero)
 
 
 @jit
 def scan_forward(kind, p, w_hh, b_hh, has_bias, state, has_state, lengths, has_lengths,
-                 y, h, c, saved, scratch, steps, reverse, mode):
-    """Run ``steps`` steps (last to first when ``reverse``) from ``state`` (or zeros): y
-    (B, T*H) the outputs, h and c (B, H) the final states (module doc)."""
-    rows, hidden = h.shape
+                 y, h_n, c_n, saved, scratch, steps, reverse, mode):
+    """Run ``steps`` steps (last to first when ``reverse``) from ``state`` (B, 2H: h | c) or
+    zeros: y (B, T*H) the outputs, h_n and c_n (B, H) the final states (module doc)."""
+    rows, hidden = h_n.shape
     g = w_hh.shape[0]
-    block = rows * hidden
-    initial_state(state, has_state, h, c, kind == LSTM)
-    hh = view2d(scratch, 0, rows, g)
+    cell = kind == LSTM
     spare = view1d(scratch, rows * g, rows * g)
-    w_t = view2d(scratch, 2 * rows * g, hidden, g)
+    at = 2 * rows * g
+    w_t = view2d(scratch, at, hidden, g)
+    h = view2d(scratch, at + g * hidden, rows, hidden)
+    c = view2d(scratch, at + g * hidden + rows * hidden, rows, hidden)
+    order = view1d(scratch, at + g * hidden + 2 * rows * hidden, rows)
+    sort_rows(lengths, has_lengths, order)
+    zero = h.dtype.type(0.0)
+    for k in range(rows):
+        b = int(order[k])
+        for j in range(hidden):
+            h[k, j] = state[b, j] if has_state else zero
+            c[k, j] = state[b, hidden + j] if has_state and cell else zero
     transposed = hidden <= TRANSPOSED_MAX_HIDDEN
     if transposed:
-        for k in range(g):
+        for q in range(g):
             for j in range(hidden):
-                w_t[j, k] = w_hh[k, j]
-    relu = kind == RNN_RELU
+                w_t[j, q] = w_hh[q, j]
+    section = steps * rows * hidden
     for s in range(steps):
         t = steps - 1 - s if reverse else s
-        h_prev = view2d(saved, t * block, rows, hidden)
-        for b in range(rows):
-            for j in range(hidden):
-                h_prev[b, j] = h[b, j]
+        n = valid_rows(lengths, has_lengths, order, t)
+        clear_padded(order, n, t, hidden, y, True)
+        if n == 0:
+            continue
+        off = packed_offset(lengths, has_lengths, rows, t) * hidden
+        hv = view2d(scratch, at + g * hidden, n, hidden)
+        copy_into(hv, view2d(saved, off, n, hidden))
+        hh = view2d(scratch, 0, n, g)
         if transposed:
-            np.dot(h, w_t, hh)
+            np.dot(hv, w_t, hh)
             if has_bias:
-                for b in range(rows):
-                    rc.add_rows(hh[b], b_hh, hh[b])
+                for k in range(n):
+                    rc.add_rows(hh[k], b_hh, hh[k])
         else:
-            dense_forward(h, w_hh, b_hh, hh, has_bias, mode, spare)
+            dense_forward(hv, w_hh, b_hh, hh, has_bias, mode, spare)
         if kind == LSTM:
-            rc.lstm_step_forward(p, t, hh, lengths, has_lengths, h, c, y,
-                                 view2d(saved, (2 * steps + 4 * t) * block, rows, 4 * hidden),
-                                 view2d(saved, (steps + t) * block, rows, hidden),
-                                 view2d(saved, (6 * steps + t) * block, rows, hidden))
+            rc.lstm_step_forward(p, t, hh, order, hv,
+                                 view2d(scratch, at + g * hidden + rows * hidden, n, hidden), y,
+                                 view2d(saved, 2 * section + 4 * off, n, 4 * hidden),
+                                 view2d(saved, section + off, n, hidden),
+                                 view2d(saved, 6 * section + off, n, hidden))
         elif kind == GRU:
-            rc.gru_step_forward(p, t, hh, lengths, has_lengths, h, y,
-                                view2d(saved, (steps + 3 * t) * block, rows, 3 * hidden),
-                                view2d(saved, (4 * steps + t) * block, rows, hidden))
+            rc.gru_step_forward(p, t, hh, order, hv, y,
+                                view2d(saved, section + 3 * off, n, 3 * hidden),
+                                view2d(saved, 4 * section + off, n, hidden))
         else:
-            rc.rnn_step_forward(p, t, hh, lengths, has_lengths, relu, h, y)
+            rc.rnn_step_forward(p, t, hh, order, kind == RNN_RELU, hv, y)
+    for k in range(rows):
+        b = int(order[k])
+        rc.copy_row(h[k], h_n[b])
+        if cell:
+            rc.copy_row(c[k], c_n[b])
 
 
 @jit
@@ -121,45 +195,58 @@ def scan_backward(kind, w_hh, y, dy, dh_n, dc_n, lengths, has_lengths, saved, sc
     b_hh (G,) and the initial state (B, 2H), each written or added (``acc_*``) when needed."""
     rows, hidden = dh_n.shape
     g = w_hh.shape[0]
-    block = rows * hidden
-    dhh_all = view2d(scratch, 0, steps * rows, g)
+    cell = kind == LSTM
     at = steps * rows * g
     dh = view2d(scratch, at, rows, hidden)
-    dc = view2d(scratch, at + block, rows, hidden)
-    dnew = view2d(scratch, at + 2 * block, rows, hidden)
+    dc = view2d(scratch, at + rows * hidden, rows, hidden)
+    order = view1d(scratch, at + 3 * rows * hidden + g * hidden, rows)
+    sort_rows(lengths, has_lengths, order)
     zero = dh.dtype.type(0.0)
-    for b in range(rows):
+    for k in range(rows):
+        b = int(order[k])
         for j in range(hidden):
-            dh[b, j] = dh_n[b, j]
-            dc[b, j] = dc_n[b, j] if kind == LSTM else zero
-    relu = kind == RNN_RELU
+            dh[k, j] = dh_n[b, j]
+            dc[k, j] = dc_n[b, j] if cell else zero
+    section = steps * rows * hidden
     for s in range(steps):
         t = s if reverse else steps - 1 - s
-        dhh = view2d(scratch, t * rows * g, rows, g)
+        n = valid_rows(lengths, has_lengths, order, t)
+        clear_padded(order, n, t, g, dp, need_p and not acc_p)
+        if n == 0:
+            continue
+        row = packed_offset(lengths, has_lengths, rows, t)
+        off = row * hidden
+        dhh = view2d(scratch, row * g, n, g)
+        dhv = view2d(scratch, at, n, hidden)
         if kind == LSTM:
-            rc.lstm_step_backward(dy, t, view2d(saved, (2 * steps + 4 * t) * block, rows, g),
-                                  view2d(saved, (steps + t) * block, rows, hidden),
-                                  view2d(saved, (6 * steps + t) * block, rows, hidden),
-                                  lengths, has_lengths, dh, dc, dhh, dp, need_p, acc_p)
+            rc.lstm_step_backward(dy, t, order, view2d(saved, 2 * section + 4 * off, n, g),
+                                  view2d(saved, section + off, n, hidden),
+                                  view2d(saved, 6 * section + off, n, hidden), dhv,
+                                  view2d(scratch, at + rows * hidden, n, hidden), dhh, dp, need_p,
+                                  acc_p)
         elif kind == GRU:
-            rc.gru_step_backward(dy, t, view2d(saved, (steps + 3 * t) * block, rows, g),
-                                 view2d(saved, (4 * steps + t) * block, rows, hidden),
-                                 view2d(saved, t * block, rows, hidden), lengths, has_lengths,
-                                 dh, dhh, dp, need_p, acc_p)
+            rc.gru_step_backward(dy, t, order, view2d(saved, section + 3 * off, n, g),
+                                 view2d(saved, 4 * section + off, n, hidden),
+                                 view2d(saved, off, n, hidden), dhv, dhh, dp, need_p, acc_p)
         else:
-            rc.rnn_step_backward(y, dy, t, lengths, has_lengths, relu, dh, dhh, dp, need_p,
+            rc.rnn_step_backward(y, dy, t, order, kind == RNN_RELU, dhv, dhh, dp, need_p,
                                  acc_p)
-        # padded rows have dhh = 0: adding their product keeps their dh as it was
+        dnew = view2d(scratch, at + 2 * rows * hidden, n, hidden)
         np.dot(dhh, w_hh, dnew)
-        add_into(dnew, dh)
+        add_into(dnew, dhv)
     if need_state:
-        for b in range(rows):
-            for j in range(hidden):
-                dstate[b, j] = dh[b, j]
-                dstate[b, hidden + j] = dc[b, j]
+        for k in range(rows):
+            b = int(order[k])
+            rc.copy_row(dh[k], dstate[b, :hidden])
+            rc.copy_row(dc[k], dstate[b, hidden:])
+    total = packed_offset(lengths, has_lengths, rows, steps)
+    dhh_all = view2d(scratch, 0, total, g)
     if need_w:
-        weight_grad(dhh_all, view2d(saved, 0, steps * rows, hidden), dw,
-                    view1d(scratch, at + 3 * block, g * hidden), acc_w)
+        if total > 0:
+            weight_grad(dhh_all, view2d(saved, 0, total, hidden), dw,
+                        view1d(scratch, at + 3 * rows * hidden, g * hidden), acc_w)
+        elif not acc_w:
+            copy_into(dw, dw, zero_out=True)
     if need_b:
         dense_backward_bias(dhh_all, db, acc_b)
 
