@@ -16,6 +16,8 @@ Each recorded op on the path from the input to the output becomes ONNX nodes:
   ``Slice``; ``Flatten``/``view``: ``Reshape`` where the next op needs another shape.
 - Graph layers (GCN, SAGE, GAT): :mod:`nnjit.export.onnx_graph` (``Gather`` and ``ScatterElements``
   over an ``edge_index`` input).
+- ``RNN``, ``GRU``, ``LSTM`` and their cells: one ONNX ``RNN``/``GRU``/``LSTM`` node per layer
+  direction (lengths as ``sequence_lens``): :mod:`nnjit.export.onnx_recurrent`.
 
 Python ops (``nnjit.Op``) have no ONNX form and raise :class:`NotImplementedError` naming the
 layer and the op.
@@ -62,7 +64,8 @@ SELU_ALPHA = 1.6732632423543772  # as nnjit's kernels and PyTorch
 SELU_SCALE = 1.0507009873554805
 
 SUPPORTED = ("Linear, Conv2d, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm1d/2d, "
-             "LayerNorm, Embedding, Flatten/view, cat, column slices, every activation, Dropout "
+             "LayerNorm, Embedding, RNN/GRU/LSTM and their cells, Flatten/view, cat, column "
+             "slices, every activation, Dropout "
              "(the identity), + and * between tensors of the same shape, and the graph layers "
              "GCNConv, SAGEConv and GATConv")
 
@@ -114,14 +117,24 @@ def _model_dtype(model: Module, where: str) -> np.dtype:
 
 
 def _needed_nodes(trace: Trace) -> list:
-    """The recorded ops that the output depends on, in recorded order."""
-    producer = {node.out: node for node in trace.tape.nodes}
+    """The recorded ops that the output depends on, in recorded order (a recurrent scan's
+    final states and the slots it reads besides its inputs included: ``extra_slots``)."""
+    from nnjit.export.onnx_recurrent import extra_slots
+
+    producer, reads = {}, {}
+    for node in trace.tape.nodes:
+        producer[node.out] = node
+        extra_reads, extra_writes = extra_slots(trace.tape, node)
+        reads[id(node)] = extra_reads
+        for slot in extra_writes:
+            producer[slot] = node
     needed, stack = set(), [trace.output.slot]
     while stack:
         node = producer.get(stack.pop())
         if node is not None and id(node) not in needed:
             needed.add(id(node))
             stack.extend(s for s in node.inputs if s >= 0)
+            stack.extend(reads[id(node)])
     return [node for node in trace.tape.nodes if id(node) in needed]
 
 
@@ -284,8 +297,9 @@ def _opset(nodes) -> int:
 def _build(onnx, trace: Trace, model: Module, dtype: np.dtype, inp: ExportInput):
     from nnjit.export.onnx_graph import GRAPH_HANDLERS
     from nnjit.export.onnx_layers import LAYER_HANDLERS
+    from nnjit.export.onnx_recurrent import RECURRENT_HANDLERS
 
-    handlers = {**_HANDLERS, **LAYER_HANDLERS, **GRAPH_HANDLERS}
+    handlers = {**_HANDLERS, **LAYER_HANDLERS, **GRAPH_HANDLERS, **RECURRENT_HANDLERS}
     nodes = _needed_nodes(trace)
     for node in nodes:  # refuse before building anything
         op = node.opcode
