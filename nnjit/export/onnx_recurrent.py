@@ -46,6 +46,11 @@ def extra_slots(tape, node) -> tuple[list[int], list[int]]:
     return reads, writes
 
 
+def _refuse(b, node, why: str) -> None:
+    raise NotImplementedError(f"save_onnx: layer {b.trace.layer(node.owner)} records a "
+                              f"recurrent scan {why}: it has no ONNX RNN/GRU/LSTM form")
+
+
 def rnn_input(b, node, base: str) -> None:
     """Nothing: the scan's ONNX node takes the input and W_ih itself."""
 
@@ -61,9 +66,7 @@ def rnn_scan(b, node, base: str) -> None:
     tape = b.trace.tape
     producer = next((n for n in tape.nodes if n.out == node.inputs[0]), None)
     if producer is None or producer.opcode != Opcode.RNN_INPUT:
-        from nnjit.export.onnx_export import refuse
-
-        refuse(b.trace, node, "whose input projection is not an RNN_INPUT op: no ONNX form")
+        _refuse(b, node, "whose input projection is not an RNN_INPUT op")
     blk = [int(v) for v in _block(tape, node)]
     kind, steps, hidden = _KIND_NAMES[blk[rec.SC_KIND]], blk[rec.SC_STEPS], blk[rec.SC_HIDDEN]
     x_slot, w_ih, b_ih = producer.inputs[0], producer.inputs[1], producer.inputs[2]
@@ -71,9 +74,7 @@ def rnn_scan(b, node, base: str) -> None:
     g = tape.slots[node.inputs[1]].rows
     for slot in (w_ih, node.inputs[1]):
         if slot not in b.params:
-            from nnjit.export.onnx_export import refuse
-
-            refuse(b.trace, node, "whose weights are not parameters: no ONNX form")
+            _refuse(b, node, "whose weights are not parameters")
     x = b.node("Transpose", [b.shaped(x_slot, (steps, features))], base + ".time_major",
                perm=[1, 0, 2])
     w = b.array(_reordered(b, w_ih, kind, hidden, (1, g, features)), base + ".W")
