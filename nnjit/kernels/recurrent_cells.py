@@ -48,7 +48,7 @@ def fill_row(dst, value):
         dst[j] = value
 
 
-@jit(inline="always")
+@jit
 def sigmoid_in_place(v):
     """v (n,) = sigmoid(v)."""
     dt = v.dtype
@@ -56,7 +56,7 @@ def sigmoid_in_place(v):
         v[j] = gm.sigmoid(v[j], dt)
 
 
-@jit(inline="always")
+@jit
 def tanh_in_place(v):
     """v (n,) = tanh(v)."""
     dt = v.dtype
