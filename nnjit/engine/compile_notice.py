@@ -49,6 +49,7 @@ ESTIMATED_SECONDS = {
     "the normalization family": 3,
     "the embedding family": 1,
     "the joining family": 1,
+    "the recurrent family": 13,
     "the graph family": 7,
     "the graph batch loader": 2,
     "the batch loader": 1,
