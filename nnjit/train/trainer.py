@@ -161,8 +161,8 @@ class Trainer(InferenceMethods, CheckpointMethods):
         laid out.
 
         An inference call (``inference=True``: predict, evaluate) lays out a program only when
-        there is none (or the graph changed) and otherwise runs on the one there is, whatever
-        batch size it holds. A fit or gradients call replaces a layout made for inference by the
+        there is none, the graph changed or the one there is holds fewer than ``max_batch`` rows
+        (its chunk: see :data:`~nnjit.train.inference.INFERENCE_BATCH`). A fit or gradients call replaces a layout made for inference by the
         one it would have made on a fresh trainer, so predicting first changes no bit of a fit.
         """
         program, graph = self.program, self._graph
@@ -173,7 +173,8 @@ class Trainer(InferenceMethods, CheckpointMethods):
                 self.model.__dict__["_trainer"] = self
             if graph is None:
                 self._check_inputs(specs, inputs, where)
-            if inference and program.graph is graph:
+            if inference and program.graph is graph and (graph is not None
+                                                         or program.max_batch >= max_batch):
                 return None if y is None else y(program.output_cols)
         # A fit's layout grows to the largest batch its fits need; an inference one does not.
         rows = (max_batch if program is None or self._inference_layout
