@@ -160,10 +160,9 @@ class Trainer(InferenceMethods, CheckpointMethods):
         ``y``. ``inputs``: the arrays, named in the error when they do not fit a model already
         laid out.
 
-        An inference call (``inference=True``: predict, evaluate) lays out a program only when
-        there is none, the graph changed or the one there is holds fewer than ``max_batch`` rows
-        (its chunk: see :data:`~nnjit.train.inference.INFERENCE_BATCH`). A fit or gradients call replaces a layout made for inference by the
-        one it would have made on a fresh trainer, so predicting first changes no bit of a fit.
+        An inference call (predict, evaluate) lays out a program only when there is none, the
+        graph changed or it holds fewer than ``max_batch`` rows (the chunk: INFERENCE_BATCH). A
+        fit replaces a layout made for inference by the one a fresh trainer would make.
         """
         program, graph = self.program, self._graph
         if program is not None:
