@@ -26,10 +26,9 @@ def abs_max(a):
     top = 0.0
     for k in range(a.size):
         v = abs(np.float64(a[k]))
-        if v > top or v != v:
-            top = v
-            if v != v:
-                return v
+        if np.isnan(v):
+            return v
+        top = max(top, v)
     return top
 
 
@@ -40,10 +39,9 @@ def abs_max_scaled(a, t):
     top = 0.0
     for k in range(a.size):
         v = abs(np.float64(a[k] * c))
-        if v > top or v != v:
-            top = v
-            if v != v:
-                return v
+        if np.isnan(v):
+            return v
+        top = max(top, v)
     return top
 
 

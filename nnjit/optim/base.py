@@ -16,6 +16,8 @@ class Optimizer:
 
     kind: int
     n_buffers: int = 0
+    #: one step per epoch over every training row (LBFGS), driven between compiled evaluations
+    full_batch: bool = False
 
     def __init__(self, lr: float | None, learning_rate: float | None, default: float):
         if lr is not None and learning_rate is not None and lr != learning_rate:

@@ -60,7 +60,8 @@ class LBFGS(Optimizer):
     """
 
     kind = -1  # no step of the compiled loop: nnjit.train.lbfgs_fit drives it
-    n_buffers = 0  # (the rows depend on the parameter count: state_rows)
+    n_buffers = 0  # (the rows depend on the parameter count: state_shape)
+    full_batch = True
 
     def __init__(self, lr=None, max_iter=20, max_eval=None, tolerance_grad=1e-7,
                  tolerance_change=1e-9, history_size=100, line_search_fn=None, *,

@@ -9,7 +9,7 @@ and writes the gradient into ``g``: a full-batch forward and backward (one compi
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
