@@ -65,6 +65,7 @@ from nnjit.optim import Adagrad as Adagrad
 from nnjit.optim import Adam as Adam
 from nnjit.optim import Adamax as Adamax
 from nnjit.optim import AdamW as AdamW
+from nnjit.optim import LBFGS as LBFGS
 from nnjit.optim import NAdam as NAdam
 from nnjit.optim import RAdam as RAdam
 from nnjit.optim import RMSprop as RMSprop
@@ -140,6 +141,7 @@ __all__ = [
     "Adam",
     "Adamax",
     "AdamW",
+    "LBFGS",
     "NAdam",
     "RAdam",
     "datasets",
