@@ -71,6 +71,7 @@ from nnjit.optim import Adagrad as Adagrad
 from nnjit.optim import Adam as Adam
 from nnjit.optim import Adamax as Adamax
 from nnjit.optim import AdamW as AdamW
+from nnjit.optim import LBFGS as LBFGS
 from nnjit.optim import NAdam as NAdam
 from nnjit.optim import RAdam as RAdam
 from nnjit.optim import RMSprop as RMSprop
@@ -152,6 +153,7 @@ __all__ = [
     "Adam",
     "Adamax",
     "AdamW",
+    "LBFGS",
     "NAdam",
     "RAdam",
     "datasets",

@@ -118,7 +118,8 @@ def test_predict_failures_are_one_line(trained):
                             ["cannot use the rows of unseen.csv: column 'band' has the category "
                              "'medium' (row 0)", "known: 'long', 'short'"]),
         "missing column": ([cid, "--data", "missing.csv"],
-                           ["cannot use the rows of missing.csv: unknown columns ['pw']"]),
+                           ["cannot use the rows of missing.csv: missing columns ['pw'] (the model was "
+                            "trained on them)"]),
         "plain weights": (["plain.nne", "--data", "new.csv"],
                           ["plain.nne has no run config in its metadata", "save_weights"]),
         "not nne": (["junk.nne", "--data", "new.csv"], ["junk.nne is not a valid .nne file"]),

@@ -106,7 +106,7 @@ class TabularDataset(Split):
             seed: seed of the split (NumPy ``default_rng``); same seed, same split.
 
         Raises:
-            ValueError: unknown columns (all listed), missing or infinite values (columns and
+            ValueError: missing columns (all listed), missing or infinite values (columns and
                 counts listed), unsupported dtypes, bad fractions, an empty frame.
         """
         if not isinstance(df, pd.DataFrame):
@@ -184,7 +184,8 @@ class TabularDataset(Split):
         """
         targets = self.target if isinstance(self.target, tuple) else (self.target,)
         if isinstance(values, pd.DataFrame):
-            check_columns(values, (), targets, where="transform_target")
+            check_columns(values, (), targets, where="transform_target",
+                          wanted_by="the target the model was trained on")
             frame = values[list(targets)]
         else:
             arr = np.asarray(values, dtype=object if self.task == "classification" else None)

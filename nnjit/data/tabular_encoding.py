@@ -113,7 +113,8 @@ class TabularEncoding:
             raise ValueError(f"transform: unseen must be 'error' or 'zeros', got {unseen!r}")
         if not isinstance(df, pd.DataFrame):
             raise TypeError(f"transform: df must be a pandas DataFrame, got {type(df).__name__}")
-        check_columns(df, self.features, (), where="transform")
+        check_columns(df, self.features, (), where="transform",
+                      wanted_by="the model was trained on them")
         check_missing(df, list(self.features), where="transform")
         for enc in self.columns:
             if enc.kind == "numeric":
@@ -309,15 +310,19 @@ def _reject_constant(name: str):
     raise ValueError(f"{name} is not a finite number")
 
 
-def check_columns(df: pd.DataFrame, features, targets, where: str = "TabularDataset") -> None:
+def check_columns(df: pd.DataFrame, features, targets, where: str = "TabularDataset",
+                  wanted_by: str = "named as features or target") -> None:
+    """Refuse a DataFrame with repeated column names or without one of ``features``/``targets``
+    (the message says which are missing and why they are wanted: ``wanted_by``)."""
     if not df.columns.is_unique:
         dup = sorted({str(c) for c in df.columns[df.columns.duplicated()]})
         raise ValueError(f"{where}: the DataFrame has duplicate column names: {dup}")
-    unknown = [n for n in list(features) + list(targets) if n not in df.columns]
-    if unknown:
+    missing = [n for n in list(features) + list(targets) if n not in df.columns]
+    if missing:
         available = [str(c) for c in df.columns]
         shown = available[:30] + (["..."] if len(available) > 30 else [])
-        raise ValueError(f"{where}: unknown columns {unknown}; the DataFrame has {shown}")
+        raise ValueError(f"{where}: missing columns {missing} ({wanted_by}); the DataFrame has "
+                         f"{shown}")
 
 
 def check_missing(df: pd.DataFrame, columns: list, where: str = "TabularDataset") -> None:

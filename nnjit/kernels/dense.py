@@ -24,13 +24,14 @@ The forward product has four implementations; :func:`forward_strategy` picks one
   25 vs 50, 16x16x3 0.12 vs 0.16). It is one nest (odd edges are recomputed, not handled by
   extra loops): edge loops cost ~0.5 s of cold compile.
 
-The backward products keep BLAS (the same loops lost there).
+The input gradient keeps BLAS (the same loops lost there); the weight gradient uses the
+register-blocked tiles of :mod:`nnjit.kernels.dense_vector` where they win.
 """
 
 import numpy as np
 
 from nnjit.kernels._jit import jit
-from nnjit.kernels.dense_vector import dot_forward
+from nnjit.kernels.dense_vector import dot_forward, weight_gradient
 from nnjit.kernels.simd import VECTOR_BYTES
 from nnjit.kernels.views import view2d
 
@@ -146,10 +147,26 @@ def dense_backward_input(dy, w, dx, scratch, accumulate):
         np.dot(dy, w, dx)
 
 
+@jit(inline="always")
+def weight_gradient_by_tiles(rows, inner, cols, mode, lanes):
+    """Whether :func:`nnjit.kernels.dense_vector.weight_gradient` computes a dense layer's
+    weight gradient (measured against OpenBLAS's AVX-512 kernels: docs/performance.md): long
+    inner dimensions, batches of a few dozen rows; in float64 (8 lanes) only with 32 outputs or
+    more and batches of at most 64 rows, where it wins too."""
+    if mode != MODE_AVX512 or inner < DOT_MIN_INNER or inner % lanes != 0 \
+            or rows > DOT_MAX_ROWS:
+        return False
+    return lanes == 16 or (rows <= 64 and cols >= 32)
+
+
 @jit
-def dense_backward_weight(dy, x, dw, scratch, accumulate):
-    """dw (O, I) (+)= dy (B, O).T @ x (B, I); ``scratch`` (O, I) is used only when accumulating."""
-    if accumulate:
+def dense_backward_weight(dy, x, dw, scratch, accumulate, mode):
+    """dw (O, I) (+)= dy (B, O).T @ x (B, I); ``scratch`` (O, I) is used only when accumulating
+    through BLAS. ``mode``: as :func:`dense_forward`'s."""
+    rows, inner = x.shape
+    if weight_gradient_by_tiles(rows, inner, dy.shape[1], mode, VECTOR_BYTES // x.itemsize):
+        weight_gradient(dy, x, dw, accumulate)
+    elif accumulate:
         np.dot(dy.T, x, scratch)
         add_into(scratch, dw)
     else:

@@ -99,7 +99,8 @@ def backward(op, i, ctx):
             acc_b = (f & _ACC_B) != 0
             dw = slot_view(grads, slots, b, rows)
             kd.dense_backward_weight(dy, slot_view(values, slots, a, rows), dw,
-                                     _scratch_like(scratch, dw, acc_b), acc_b)
+                                     _scratch_like(scratch, dw, acc_b), acc_b,
+                                     ctx[CTX_DENSE_MODE])
         if c >= 0 and (f & _NEED_C) != 0:
             kd.dense_backward_bias(dy, slot_flat(grads, slots, c, rows), (f & _ACC_C) != 0)
     return handled

@@ -6,13 +6,14 @@ from nnjit.optim.adam import Adam as Adam
 from nnjit.optim.adamax import Adamax as Adamax
 from nnjit.optim.adamw import AdamW as AdamW
 from nnjit.optim.base import Optimizer as Optimizer
+from nnjit.optim.lbfgs import LBFGS as LBFGS
 from nnjit.optim.nadam import NAdam as NAdam
 from nnjit.optim.radam import RAdam as RAdam
 from nnjit.optim.rmsprop import RMSprop as RMSprop
 from nnjit.optim.sgd import SGD as SGD
 
 OPTIMIZERS = {"sgd": SGD, "adam": Adam, "adamw": AdamW, "rmsprop": RMSprop, "adagrad": Adagrad,
-              "adadelta": Adadelta, "adamax": Adamax, "nadam": NAdam, "radam": RAdam}
+              "adadelta": Adadelta, "adamax": Adamax, "nadam": NAdam, "radam": RAdam, "lbfgs": LBFGS}
 
 
 def get_optimizer(identifier, **kwargs) -> Optimizer:

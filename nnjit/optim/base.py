@@ -16,6 +16,8 @@ class Optimizer:
 
     kind: int
     n_buffers: int = 0
+    #: one step per epoch over every training row (LBFGS), driven between compiled evaluations
+    full_batch: bool = False
 
     def __init__(self, lr: float | None, learning_rate: float | None, default: float):
         if lr is not None and learning_rate is not None and lr != learning_rate:
@@ -36,9 +38,22 @@ class Optimizer:
         """float64 hyperparameters in the order the compiled step reads them."""
         raise NotImplementedError
 
+    def state_shape(self, n_params: int, dtype) -> tuple[int, int]:
+        """The state's shape for ``n_params`` trainable parameters in ``dtype``."""
+        return max(self.n_buffers, 1), n_params
+
+    def cast_state(self, state: np.ndarray, dtype) -> np.ndarray:
+        """A state read from a checkpoint as this optimizer's state in ``dtype`` (a copy)."""
+        return np.array(state, dtype=dtype)
+
+    def state_problem(self, state: np.ndarray) -> str | None:
+        """Why ``state`` (of the right shape, from an untrusted file) cannot be this optimizer's,
+        or None; optimizers whose state holds indices or counters check them here."""
+        return None
+
     def build(self, n_params: int, dtype) -> np.ndarray:
         """(Re)allocate the state buffers for ``n_params`` parameters; keeps them if they fit."""
-        shape = (max(self.n_buffers, 1), n_params)
+        shape = self.state_shape(n_params, dtype)
         if self.state is None or self.state.shape != shape or self.state.dtype != dtype:
             self.state = np.zeros(shape, dtype=dtype)
             self.iterations = 0

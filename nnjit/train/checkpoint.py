@@ -301,10 +301,13 @@ def read_checkpoint(nne, model, optimizer) -> CheckpointContents:
             raise NNEFormatError(_where(nne), f"optimizer state of {info['class']}, but this "
                                  f"trainer uses {type(optimizer).__name__}")
         opt_state = _tensor(nne, OPTIMIZER, "state", _FLOATS, None)
-        expected = (max(optimizer.n_buffers, 1), n_params)
+        expected = optimizer.state_shape(n_params, opt_state.dtype)
         if opt_state.shape != expected:
             raise _bad(nne, f"tensor '{OPTIMIZER}/state'", f"has shape {opt_state.shape}, "
                        f"expected {expected}")
+        problem = optimizer.state_problem(opt_state)
+        if problem is not None:
+            raise _bad(nne, f"tensor '{OPTIMIZER}/state'", problem)
         iterations = info["iterations"]
 
     rng_state = order = None

@@ -63,7 +63,7 @@ class CheckpointMethods:
             _promote_floats(self.model, self.dtype)
         self.model.load_state_dict(saved.params, where=str(path))
         if saved.optimizer_state is not None:
-            self.optimizer.state = np.array(saved.optimizer_state, dtype=self.dtype)
+            self.optimizer.state = self.optimizer.cast_state(saved.optimizer_state, self.dtype)
             self.optimizer.iterations = saved.optimizer_iterations
         if saved.shuffle_order is not None:
             self._perm = np.array(saved.shuffle_order, dtype=np.int64)

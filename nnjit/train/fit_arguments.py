@@ -32,12 +32,13 @@ _HOW = ("pass fit(X, y, epochs=..., val=(X_val, y_val)) with arrays, or fit(load
 
 
 def fit_arguments(train, y, epochs, val, batch_size, shuffle, validation_data=None,
-                  validation_split=None):
+                  validation_split=None, full_batch=False):
     """``(train, epochs, val)`` for ``fit(train, y, epochs, val, batch_size=, shuffle=)``:
     ``train`` a DataLoader built from ``(train, y)`` when ``y`` holds the targets, else as
     given; ``epochs`` and ``val`` moved to their places for the older positional order. Keras'
     names: ``validation_data`` is ``val``; ``validation_split`` keeps the last fraction of
-    ``fit(X, y)``'s rows for validation.
+    ``fit(X, y)``'s rows for validation. ``full_batch`` (an optimizer that steps on every row at
+    once, LBFGS): ``fit(X, y)`` without ``batch_size`` makes one batch of every row.
 
     Raises:
         ValueError: a call that could mean two things, or data in the wrong place; the message
@@ -57,7 +58,7 @@ def fit_arguments(train, y, epochs, val, batch_size, shuffle, validation_data=No
             raise ValueError(f"fit: got X ({_describe(train)}) without targets; {_HOW}")
         if isinstance(train, tuple) and len(train) == 2 and not isinstance(
                 train[1], _LOADERS) and (batch_size is not None or shuffle is not None):
-            return _loader(train[0], train[1], batch_size, shuffle), epochs, val
+            return _loader(train[0], train[1], batch_size, shuffle, full_batch), epochs, val
         _refuse_loader_options(train, batch_size, shuffle)
         return train, epochs, val
     if _is_number(y):  # the older order: fit(train, epochs, val)
@@ -71,7 +72,7 @@ def fit_arguments(train, y, epochs, val, batch_size, shuffle, validation_data=No
             val = epochs  # fit(train, epochs, val) positionally
         if isinstance(train, tuple) and len(train) == 2 and (batch_size is not None
                                                              or shuffle is not None):
-            return _loader(train[0], train[1], batch_size, shuffle), y, val
+            return _loader(train[0], train[1], batch_size, shuffle, full_batch), y, val
         _refuse_loader_options(train, batch_size, shuffle)
         return train, y, val
     if isinstance(train, _LOADERS):
@@ -85,7 +86,7 @@ def fit_arguments(train, y, epochs, val, batch_size, shuffle, validation_data=No
     if not _is_number(epochs) and epochs is not None:
         raise ValueError(f"fit: epochs must be an int >= 1, got {_describe(epochs)} (fit(X, y, "
                          f"epochs, val) is the order); {_HOW}")
-    return _loader(train, y, batch_size, shuffle), epochs, val
+    return _loader(train, y, batch_size, shuffle, full_batch), epochs, val
 
 
 def _split_off_validation(X, y, val, fraction):
@@ -114,10 +115,15 @@ def _split_off_validation(X, y, val, fraction):
     return unpack(head), y[:keep], (unpack(tail), y[keep:])
 
 
-def _loader(X, y, batch_size, shuffle) -> DataLoader:
-    """Keras' ``fit(x, y)`` batching: 32 rows per batch, shuffled every epoch, unless told."""
-    return DataLoader(X, y, batch_size=KERAS_BATCH_SIZE if batch_size is None else batch_size,
-                      shuffle=True if shuffle is None else shuffle)
+def _loader(X, y, batch_size, shuffle, full_batch=False) -> DataLoader:
+    """Keras' ``fit(x, y)`` batching: 32 rows per batch (``full_batch``: every row), shuffled
+    every epoch, unless told."""
+    shuffle = True if shuffle is None else shuffle
+    loader = DataLoader(X, y, batch_size=KERAS_BATCH_SIZE if batch_size is None else batch_size,
+                        shuffle=shuffle)
+    if full_batch and batch_size is None and loader.n_samples > KERAS_BATCH_SIZE:
+        loader = DataLoader(X, y, batch_size=loader.n_samples, shuffle=shuffle)
+    return loader
 
 
 def _refuse_loader_options(train, batch_size, shuffle) -> None:

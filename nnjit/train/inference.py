@@ -29,7 +29,11 @@ from nnjit.train.exclusive import exclusive
 from nnjit.train.run_state import RunState
 from nnjit.train.threads import single_threaded_blas
 
-INFERENCE_BATCH = 256  # the largest batch a layout made for inference holds
+#: predict and evaluate read the rows in chunks of this many (a layout made for them holds
+#: min(rows, INFERENCE_BATCH)): the dense products pick their kernels by the chunk's rows, so a
+#: chunking fixed by the number of rows alone makes the outputs of the same weights on the same
+#: rows independent of the batch sizes the model was fit with.
+INFERENCE_BATCH = 256
 _NONE = np.zeros(0, dtype=np.float64)  # (no schedule, no plateau rule: never written)
 _NO_ORDER = np.zeros(0, dtype=np.int64)  # (inference reads the rows in order)
 
@@ -79,10 +83,18 @@ class InferenceMethods:
                       inference=True, inputs=inputs)
         return X
 
-    def _run_simple(self, task, X, Y, out, perm=None):
-        """Run ``task`` (no optimizer step) on all rows of ``(X, Y)``; its run state."""
+    def _inference_chunk(self) -> int:
+        """Rows per chunk of predict and evaluate: INFERENCE_BATCH whatever batch the layout
+        holds (it holds at least the chunk), a graph's nodes all at once."""
+        program = self.program
+        return program.max_batch if program.graph is not None else INFERENCE_BATCH
+
+    def _run_simple(self, task, X, Y, out, perm=None, chunk=None):
+        """Run ``task`` (no optimizer step) on all rows of ``(X, Y)`` in batches of ``chunk``
+        rows (default: the layout's largest); its run state."""
         state = RunState.for_task()
-        options = inference_options(task, self.program.max_batch, self._dense_mode)
+        batch = min(self.program.max_batch, chunk or self.program.max_batch)
+        options = inference_options(task, batch, self._dense_mode)
         with single_threaded_blas():
             self.program.run(options, (X, Y, X, Y, _NO_ORDER if perm is None else perm),
                              self._no_step(), state.row, self._best, np.zeros((1, 7)), out)
@@ -98,7 +110,8 @@ class InferenceMethods:
         with exclusive(self, what):
             X = self._inference_input(data, what)
             out = np.empty((len(X), self.program.output_cols), dtype=self.dtype)
-            self._run_simple(fields.TASK_PREDICT, X, self._empty(self.program.target_cols), out)
+            self._run_simple(fields.TASK_PREDICT, X, self._empty(self.program.target_cols), out,
+                             chunk=self._inference_chunk())
             return out
 
     def predict_outputs(self, X) -> np.ndarray:
@@ -157,7 +170,8 @@ class InferenceMethods:
             if Y.shape[1] != self.program.target_cols:
                 raise ValueError(f"evaluate: y has {Y.shape[1]} columns, the model was laid out for "
                                  f"{self.program.target_cols}")
-            state = self._run_simple(fields.TASK_EVALUATE, X, Y, self._empty(1))
+            state = self._run_simple(fields.TASK_EVALUATE, X, Y, self._empty(1),
+                                     chunk=self._inference_chunk())
             n = state.val_n
             result = {"loss": state.val_loss / n}
             if self.loss.is_classification:

@@ -128,9 +128,15 @@ class ProgressBar(Callback):
             self.bar.update(epochs)
 
     def on_train_end(self, trainer, logs=None):
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
+        if self.bar is None:
+            return
+        # Epochs the bar never saw (a Ctrl-C that stopped the callbacks of the last finished
+        # epoch before this one ran) are shown now: its last line is the fit's last epoch.
+        last = (logs or {}).get("epoch")
+        if not _is_missing(last) and int(last) > self.bar.n:
+            self.advance(int(last) - self.bar.n, logs, final=True)
+        self.bar.close()
+        self.bar = None
 
 
 class _Lines:

@@ -37,8 +37,7 @@ from nnjit.nn.module import Module
 from nnjit.nn.providers import provide
 from nnjit.nn.trace import trace
 from nnjit.ops.normalization import check_batch_statistics
-from nnjit.optim import Optimizer, get_optimizer
-from nnjit.optim.adam import Adam
+from nnjit.optim import Adam, Optimizer, get_optimizer
 from nnjit.random import next_seed
 from nnjit.regularizers import Regularizer
 from nnjit.tape.tape import Tape, Tensor
@@ -50,6 +49,7 @@ from nnjit.train.fit_report import (HISTORY_CHUNK, batch_history, epoch_line, fi
                                     grown_history, history_rows, show_rows, summary_line)
 from nnjit.train.exclusive import exclusive
 from nnjit.train.inference import InferenceMethods
+from nnjit.train.lbfgs_fit import fit_lbfgs
 from nnjit.train.interrupt import EpochCaller, StopRequest, in_main_thread, run_in_worker
 from nnjit.train.run_state import RunState, restore_best
 from nnjit.train.threads import dense_forward_mode, single_threaded_blas
@@ -160,10 +160,9 @@ class Trainer(InferenceMethods, CheckpointMethods):
         ``y``. ``inputs``: the arrays, named in the error when they do not fit a model already
         laid out.
 
-        An inference call (``inference=True``: predict, evaluate) lays out a program only when
-        there is none (or the graph changed) and otherwise runs on the one there is, whatever
-        batch size it holds. A fit or gradients call replaces a layout made for inference by the
-        one it would have made on a fresh trainer, so predicting first changes no bit of a fit.
+        An inference call (predict, evaluate) lays out a program only when there is none, the
+        graph changed or it holds fewer than ``max_batch`` rows (the chunk: INFERENCE_BATCH). A
+        fit replaces a layout made for inference by the one a fresh trainer would make.
         """
         program, graph = self.program, self._graph
         if program is not None:
@@ -173,7 +172,8 @@ class Trainer(InferenceMethods, CheckpointMethods):
                 self.model.__dict__["_trainer"] = self
             if graph is None:
                 self._check_inputs(specs, inputs, where)
-            if inference and program.graph is graph:
+            if inference and program.graph is graph and (graph is not None
+                                                         or program.max_batch >= max_batch):
                 return None if y is None else y(program.output_cols)
         # A fit's layout grows to the largest batch its fits need; an inference one does not.
         rows = (max_batch if program is None or self._inference_layout
@@ -226,8 +226,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
             module.__dict__["training"] = mode
 
     def _install(self, program: Program, layout: Layout) -> None:
-        """Run on ``program`` (its parameters bound by ``layout``), keeping the optimizer state
-        and the RNG position."""
+        """Run on ``program`` (bound by ``layout``); the optimizer state and RNG position stay."""
         old = self.program
         if old is not None:
             program.rng[:] = old.rng
@@ -337,7 +336,8 @@ class Trainer(InferenceMethods, CheckpointMethods):
         """
         with exclusive(self, "fit", fit=True):  # (one run on a model at a time)
             train, epochs, val = fit_arguments(train, y, epochs, val, batch_size, shuffle,
-                                               validation_data, validation_split)
+                                               validation_data, validation_split,
+                                               self.optimizer.full_batch)
             train, val = with_validation(train, val, val_dataloader, "fit")
             plan = FitPlan.build(
                 self.loss, val is not None, epochs=epochs, initial_epoch=initial_epoch,
@@ -362,6 +362,8 @@ class Trainer(InferenceMethods, CheckpointMethods):
                                            bool(getattr(data.train, "drop_last", False)),
                                            augmentation is not None, data.structure is not None,
                                            self.seed)
+            if self.optimizer.full_batch:  # (LBFGS: Python steps between compiled evaluations)
+                return fit_lbfgs(self, plan, data, Y, Xv, Yv, augmentation, distributed)
 
             # The plan becomes the run's options; the run state starts (or continues).
             steps_per_epoch = plan.steps_per_epoch(len(data.train))
@@ -399,12 +401,10 @@ class Trainer(InferenceMethods, CheckpointMethods):
         many epochs (a checkpoint's, or the previous fit's). Returns the saved states the
         callbacks continue from, or None."""
         initial_epoch, state = plan.initial_epoch, self._run_state
-        saved = None
-        if initial_epoch:  # taken before the state is reset
-            saved = self._resume
-            if saved is None:
-                saved = {"fit": self.fit_state(), "callbacks": self.callback_states()}
-                resume.warn_restored_weights(state, initial_epoch)
+        saved = self._resume if initial_epoch else None  # (taken before the state is reset)
+        if initial_epoch and saved is None:
+            saved = {"fit": self.fit_state(), "callbacks": self.callback_states()}
+            resume.warn_restored_weights(state, initial_epoch)
         state.start_fit(step=self.optimizer.iterations, lr=self.optimizer.lr,
                         maximize=plan.maximize, initial_epoch=initial_epoch,
                         fit_step=initial_epoch * steps_per_epoch)
@@ -422,8 +422,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
         return self._perm
 
     def _step_arrays(self, plan: FitPlan, lr_table: np.ndarray, plateau: np.ndarray):
-        """``step()``: the fit's :class:`StepArrays`, gathered at each call (a callback may
-        replace the optimizer state)."""
+        """``step()``: the fit's StepArrays, gathered at each call (a callback may replace them)."""
         opt_hyper = self.optimizer.hyper_vector()
         accum = (np.empty(self.program.n_trainable, self.dtype) if plan.accumulation_steps > 1
                  else empty_rows(self.dtype, None))
@@ -591,8 +590,7 @@ _NO_SPANS = np.zeros((0, 2), dtype=np.int64)  # no regularizer: no penalised spa
 
 
 def _inference_trainer(model: Module) -> Trainer:
-    """The trainer ``model.predict(X)`` makes when none laid the model out: no loss assumed
-    (MSE takes any output width), seed 0 (it draws nothing from set_seed's generator)."""
+    """``model.predict``'s trainer when none laid the model out: MSE (any width), seed 0."""
     return Trainer(model, loss=MSELoss(), seed=0)
 
 

@@ -1,6 +1,6 @@
 """Tests for nnjit.kernels.dense: the four forward paths (BLAS, transposed BLAS, the
 register-blocked loop, the register-blocked dot products of nnjit.kernels.dense_vector) under
-both BLAS modes, and the backward products."""
+both BLAS modes, and the backward products (the weight gradient's tiles among them)."""
 
 import numpy as np
 import pytest
@@ -105,22 +105,34 @@ def test_narrow_path_uses_only_the_batch_rows_of_an_arena_view():
     np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-5)
 
 
-@settings(max_examples=60, deadline=None)
-@given(rows=st.integers(1, 40), inner=st.sampled_from([1, 4, 8, 17, 130]),
-       cols=st.sampled_from([1, 3, 10, 11, 40]), accumulate=st.booleans(),
-       dtype=st.sampled_from([np.float32, np.float64]))
-def test_dense_backward_weight_any_shape(rows, inner, cols, accumulate, dtype):
-    """dW = dy.T @ x, written or accumulated (through scratch), agrees with NumPy."""
+@settings(max_examples=80, deadline=None)
+@given(rows=st.integers(1, 70), inner=st.sampled_from([1, 4, 8, 17, 130, 256, 272, 1040]),
+       cols=st.sampled_from([1, 3, 10, 11, 32, 40]), accumulate=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.float64]), mode=st.sampled_from(MODES))
+def test_dense_backward_weight_any_shape(rows, inner, cols, accumulate, dtype, mode):
+    """dW = dy.T @ x, written or accumulated, through BLAS or the register-blocked tiles (long
+    inner dimensions under AVX-512), agrees with NumPy."""
     rng = np.random.default_rng(rows * 1000 + inner * 50 + cols)
     dy = rng.normal(size=(rows, cols)).astype(dtype)
     x = rng.normal(size=(rows, inner)).astype(dtype)
     start = rng.normal(size=(cols, inner)).astype(dtype)
     dw = start.copy()
-    kd.dense_backward_weight(dy, x, dw, np.empty_like(dw), accumulate)
+    kd.dense_backward_weight(dy, x, dw, np.empty_like(dw), accumulate, mode)
     want = dy.astype(np.float64).T @ x.astype(np.float64) + (start if accumulate else 0.0)
     tol = dict(rtol=1e-5, atol=1e-5 * rows) if dtype == np.float32 else dict(rtol=1e-12,
                                                                              atol=1e-12)
     np.testing.assert_allclose(dw, want, **tol)
+
+
+@pytest.mark.parametrize(("rows", "inner", "cols", "lanes", "tiles"), [
+    (32, 4096, 128, 16, True), (64, 3136, 10, 16, True), (128, 1024, 256, 16, True),
+    (32, 4096, 128, 8, True), (32, 64, 128, 16, False), (129, 4096, 128, 16, False),
+    (32, 4100, 128, 16, False), (64, 3136, 10, 8, False), (128, 1024, 256, 8, False)])
+def test_weight_gradient_tiles_where_they_win(rows, inner, cols, lanes, tiles):
+    """The tiles for long inner dimensions and batches of a few dozen rows under AVX-512
+    (float64 only for 32+ outputs and 64 rows at most); BLAS elsewhere and under AVX2."""
+    assert kd.weight_gradient_by_tiles(rows, inner, cols, kd.MODE_AVX512, lanes) is tiles
+    assert kd.weight_gradient_by_tiles(rows, inner, cols, kd.MODE_AVX2, lanes) is False
 
 
 @settings(max_examples=40, deadline=None)

@@ -185,6 +185,27 @@ def test_a_users_progress_bar_is_the_only_one(capsys):
     assert [line.split(":")[0] for line in lines] == [f"epoch {k}/4" for k in (1, 2, 3, 4)]
 
 
+def test_the_last_progress_line_is_the_last_epoch_the_fit_kept(capsys):
+    """A Ctrl-C (KeyboardInterrupt) in an earlier callback's on_epoch_end stops the fit after that
+    epoch, which the history keeps, before the bar saw it: its last line still names that epoch
+    (issue 25, item 5: after two Ctrl-C, the last line said epoch 43 of a run holding 44)."""
+    from nnjit.train.callbacks import Callback
+
+    class CtrlC(Callback):
+        def on_epoch_end(self, trainer, epoch, logs):
+            if epoch == 3:
+                raise KeyboardInterrupt
+
+    X, y, _, _ = _digits()
+    trainer = _trainer()
+    history = trainer.fit(nn.DataLoader(X, y, batch_size=64), epochs=8, verbose=1,
+                          callbacks=[CtrlC(), ProgressBar(style="lines", interval=0.0)])
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("epoch ")]
+    assert list(history["epoch"]) == [1, 2, 3]
+    assert [line.split(":")[0] for line in lines] == ["epoch 1/8", "epoch 2/8", "epoch 3/8"]
+    assert "left" not in lines[-1]
+
+
 def test_the_first_progress_line_is_the_first_epoch_and_a_finished_fit_says_no_time_left(
         capsys):
     """The main thread polls the compiled loop's history: a first poll finding several epochs
