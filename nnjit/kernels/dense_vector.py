@@ -124,9 +124,16 @@ def _weight_gradient_columns(xf, df, wf, rows, inner, cols, nv, c0, c1, last_i, 
             o1, o2, o3 = min(o0 + 1, last_o), min(o0 + 2, last_o), min(o0 + 3, last_o)
             o4, o5, o6, o7 = (min(o0 + 4, last_o), min(o0 + 5, last_o), min(o0 + 6, last_o),
                               min(o0 + 7, last_o))
-            z = simd.zeros(xf)
-            c00 = c01 = c02 = c10 = c11 = c12 = c20 = c21 = c22 = c30 = c31 = c32 = z
-            c40 = c41 = c42 = c50 = c51 = c52 = c60 = c61 = c62 = c70 = c71 = c72 = z
+            # Accumulating starts from dw's tile, so a repeated edge row or vector stores the
+            # same sum twice (adding at the store would add it twice).
+            c00, c01, c02 = _start3(wf, o0 * inner, i0, i1, i2, accumulate)
+            c10, c11, c12 = _start3(wf, o1 * inner, i0, i1, i2, accumulate)
+            c20, c21, c22 = _start3(wf, o2 * inner, i0, i1, i2, accumulate)
+            c30, c31, c32 = _start3(wf, o3 * inner, i0, i1, i2, accumulate)
+            c40, c41, c42 = _start3(wf, o4 * inner, i0, i1, i2, accumulate)
+            c50, c51, c52 = _start3(wf, o5 * inner, i0, i1, i2, accumulate)
+            c60, c61, c62 = _start3(wf, o6 * inner, i0, i1, i2, accumulate)
+            c70, c71, c72 = _start3(wf, o7 * inner, i0, i1, i2, accumulate)
             for b in range(rows):
                 xa, da = b * inner, b * cols
                 a0 = simd.load(xf, xa + i0)
@@ -165,23 +172,28 @@ def _weight_gradient_columns(xf, df, wf, rows, inner, cols, nv, c0, c1, last_i, 
                 c71 = simd.fma(s, a1, c71)
                 c72 = simd.fma(s, a2, c72)
             # (repeated edge rows and vectors store the same values twice; the last row first)
-            _store3(wf, o7 * inner, i0, i1, i2, c70, c71, c72, accumulate)
-            _store3(wf, o6 * inner, i0, i1, i2, c60, c61, c62, accumulate)
-            _store3(wf, o5 * inner, i0, i1, i2, c50, c51, c52, accumulate)
-            _store3(wf, o4 * inner, i0, i1, i2, c40, c41, c42, accumulate)
-            _store3(wf, o3 * inner, i0, i1, i2, c30, c31, c32, accumulate)
-            _store3(wf, o2 * inner, i0, i1, i2, c20, c21, c22, accumulate)
-            _store3(wf, o1 * inner, i0, i1, i2, c10, c11, c12, accumulate)
-            _store3(wf, o0 * inner, i0, i1, i2, c00, c01, c02, accumulate)
+            _store3(wf, o7 * inner, i0, i1, i2, c70, c71, c72)
+            _store3(wf, o6 * inner, i0, i1, i2, c60, c61, c62)
+            _store3(wf, o5 * inner, i0, i1, i2, c50, c51, c52)
+            _store3(wf, o4 * inner, i0, i1, i2, c40, c41, c42)
+            _store3(wf, o3 * inner, i0, i1, i2, c30, c31, c32)
+            _store3(wf, o2 * inner, i0, i1, i2, c20, c21, c22)
+            _store3(wf, o1 * inner, i0, i1, i2, c10, c11, c12)
+            _store3(wf, o0 * inner, i0, i1, i2, c00, c01, c02)
 
 
 @jit
-def _store3(wf, row, i0, i1, i2, d0, d1, d2, accumulate):
-    """Store (or with ``accumulate`` add) 3 vectors of a row of dw, the last first."""
+def _start3(wf, row, i0, i1, i2, accumulate):
+    """A row's 3 accumulators: dw's vectors when accumulating, else zeros."""
     if accumulate:
-        d0 = simd.add(simd.load(wf, row + i0), d0)
-        d1 = simd.add(simd.load(wf, row + i1), d1)
-        d2 = simd.add(simd.load(wf, row + i2), d2)
+        return simd.load(wf, row + i0), simd.load(wf, row + i1), simd.load(wf, row + i2)
+    z = simd.zeros(wf)
+    return z, z, z
+
+
+@jit
+def _store3(wf, row, i0, i1, i2, d0, d1, d2):
+    """Store 3 vectors of a row of dw, the last first."""
     simd.store(wf, row + i2, d2)
     simd.store(wf, row + i1, d1)
     simd.store(wf, row + i0, d0)

@@ -124,6 +124,23 @@ def test_dense_backward_weight_any_shape(rows, inner, cols, accumulate, dtype, m
     np.testing.assert_allclose(dw, want, **tol)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cols", [1, 3, 32, 40])
+@pytest.mark.parametrize("inner", [256, 272, 1040])  # 16, 17 and 65 float32 vectors: edges
+def test_accumulated_weight_gradient_tiles_add_each_edge_once(inner, cols, dtype):
+    """Edge rows and vectors of a tile repeat the last one: accumulating adds them once (the
+    tiles first added at each store, so dw's last row took the gradient eight times)."""
+    rng = np.random.default_rng(inner + cols)
+    dy = rng.normal(size=(5, cols)).astype(dtype)
+    x = rng.normal(size=(5, inner)).astype(dtype)
+    start = rng.normal(size=(cols, inner)).astype(dtype)
+    dw = start.copy()
+    kd.dense_backward_weight(dy, x, dw, np.empty_like(dw), True, kd.MODE_AVX512)
+    want = dy.astype(np.float64).T @ x.astype(np.float64) + start
+    np.testing.assert_allclose(dw, want, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-4 if dtype == np.float32 else 1e-12)
+
+
 @pytest.mark.parametrize(("rows", "inner", "cols", "lanes", "tiles"), [
     (32, 4096, 128, 16, True), (64, 3136, 10, 16, True), (128, 1024, 256, 16, True),
     (32, 4096, 128, 8, True), (32, 64, 128, 16, False), (129, 4096, 128, 16, False),
