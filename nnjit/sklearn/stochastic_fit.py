@@ -24,6 +24,7 @@ from nnjit.engine.run_options import RunOptions
 from nnjit.engine.status import TrainingDivergedError
 from nnjit.optim.sklearn_flavour import SklearnAdam, SklearnSGD
 from nnjit.sklearn.compiled_mlp import CompiledMLP, Structure
+from nnjit.sklearn.engine_rows import EngineRows
 from nnjit.sklearn.targets import engine_targets, r2_per_half_square
 from nnjit.sklearn.warn import warn
 from nnjit.train.interrupt import POLL_SECONDS, Worker, in_main_thread
@@ -131,15 +132,15 @@ def fit_stochastic(est, X, y, incremental: bool, sample_weight=None) -> None:
     # The fitted network's layers, as scikit-learn's forward pass reads coefs_ (a warm start
     # after a change of hidden_layer_sizes goes on training the fitted network, as there).
     units = [est.coefs_[0].shape[0], *(c.shape[1] for c in est.coefs_)]
+    rows = EngineRows(X_train, X_val if early_stopping else None, dtype)
+    X_train, X_val = rows.X, rows.X_val
     structure = Structure(tuple(int(u) for u in units), est.activation, out, dtype, batch_size,
-                          sample_weight is not None)
+                          sample_weight is not None, rows.sparse)
     Y_train = engine_targets(y_train, out, dtype, w_train)
-    X_train = np.ascontiguousarray(X_train, dtype=dtype)
     if early_stopping:
-        X_val = np.ascontiguousarray(X_val, dtype=dtype)
         Y_val = engine_targets(y_val, out, dtype, w_val)
     else:
-        X_val, Y_val = empty_rows(dtype, X.shape[1]), empty_rows(dtype, Y_train.shape[1])
+        Y_val = empty_rows(dtype, Y_train.shape[1])
     orders = _ShuffleOrders(est._random_state, n, epochs) if est.shuffle else None
     perm = orders.table if orders is not None else np.arange(n, dtype=np.int64)
 
@@ -166,6 +167,7 @@ def fit_stochastic(est, X, y, incremental: bool, sample_weight=None) -> None:
     history = np.zeros((epochs, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
 
     net = CompiledMLP(structure)  # (a program-cache hit after the structure's first fit)
+    rows.bind(net)
     program = net.program
     n_trainable = program.n_trainable
     buffers = solver.buffers

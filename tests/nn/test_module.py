@@ -221,3 +221,12 @@ def test_summary_of_a_gcn():
     assert re.search(r"^conv1 +GCNConv +- +96$", without, re.M)
     assert "pass graph=" in without
     assert f"Total params: {model.num_parameters():,}" in without
+
+
+def test_parameter_copies_unless_told_not_to():
+    data = np.zeros((3, 2), dtype=np.float64)
+    assert nn.Parameter(data).data is not data
+    kept = nn.Parameter(data, copy=False)
+    assert kept.data is data
+    ints = np.arange(4)
+    assert nn.Parameter(ints, copy=False).data.dtype == np.float32  # (converted: a copy)
