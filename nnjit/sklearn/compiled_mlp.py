@@ -71,11 +71,11 @@ class CompiledMLP:
     def __init__(self, structure: Structure):
         self.structure = s = structure
         modules = []
-        # (a fixed generator: the values are overwritten, and nnjit's global one is untouched)
-        generator = np.random.default_rng(0)
+        # (no initial values are drawn: scikit-learn's are copied in; nnjit's global generator
+        # is untouched)
         for i, (fan_in, fan_out) in enumerate(pairwise(s.layer_units)):
             modules.append(SparseLinear(fan_in, fan_out, init_values=False) if s.sparse and i == 0
-                           else Linear(fan_in, fan_out, generator=generator))
+                           else Linear(fan_in, fan_out, init_values=False))
             hidden = HIDDEN_ACTIVATIONS[s.activation]
             if i < len(s.layer_units) - 2 and hidden is not None:
                 modules.append(hidden())
