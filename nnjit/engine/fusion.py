@@ -16,22 +16,50 @@ follow the rewritten order.
   :func:`nnjit.kernels.normalization.batch_norm_train_forward`) and its backward counts the
   output gradient only where that output is positive: the ReLU's two passes go. Done before the
   pool rewrite, so a batch norm, ReLU and max pool keep the ReLU in the batch norm.
+* **An activation in place after a dense layer.** A ReLU, tanh or sigmoid (whose backward reads
+  its output only) that is a dense layer's one reader runs in place: the dense layer writes the
+  activation's output slot and the activation overwrites it, forward; backward, its gradient
+  turns the output's gradient into the dense output's in the same slot (scikit-learn's MLP
+  keeps one activation and one delta per layer the same way). The dense layer's backward reads
+  only its input, weight and output gradient, so nothing reads the overwritten values.
+  :func:`overwrite_in_place` then makes that backward write an overwrite. The dense output's
+  slot, read by nothing any more, takes no arena space.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 from nnjit.ops import normalization, pooling
+from nnjit.tape.records import ACCUMULATE, R_FLAGS
 from nnjit.tape.tape import OPCODE_OF
 
-__all__ = ["fuse"]
+__all__ = ["fuse", "overwrite_in_place"]
+
+#: Activations whose backward reads their output only (nnjit.kernels.elementwise): they may
+#: overwrite their input.
+_IN_PLACE = frozenset(OPCODE_OF[name] for name in ("RELU", "TANH", "SIGMOID"))
 
 
 def fuse(tape, keep: set[int]) -> int:
     """Apply the rewrites to ``tape.nodes`` in place; ``keep``: slots whose values must stay
     computed (the output, target, loss and input slots). Returns the number of ops removed."""
-    return _relu_into_batch_norm(tape, keep) + _relu_into_max_pool(tape, keep)
+    removed = _relu_into_batch_norm(tape, keep) + _relu_into_max_pool(tape, keep)
+    _activations_in_place(tape, keep)
+    return removed
+
+
+def overwrite_in_place(records, nodes) -> None:
+    """Make the backward of every in-place activation (its input slot is its output slot, see
+    :func:`fuse`) overwrite its input gradient: the output gradient it reads is the same memory,
+    already written by the output's readers, so :meth:`~nnjit.tape.tape.Tape.records` marked it
+    as accumulating."""
+    for i, node in enumerate(nodes):
+        if (node.opcode in _IN_PLACE and node.inputs[0] == node.out
+                and node.accumulate[:1] == [True]):
+            node.accumulate[0] = False
+            records[i, R_FLAGS] &= ~ACCUMULATE[0]
 
 
 def _chains(nodes, keep: set[int], first: int, second: int):
@@ -68,6 +96,18 @@ def _relu_into_max_pool(tape, keep: set[int]) -> int:
         tape.hyper[pool.aux[0] + pooling.G_RELU] = 1.0
         removed.add(j)
     return _drop(tape, removed)
+
+
+def _activations_in_place(tape, keep: set[int]) -> None:
+    dense = OPCODE_OF["DENSE"]
+    for opcode in _IN_PLACE:
+        for j, k in _chains(tape.nodes, keep, dense, opcode):
+            layer, activation = tape.nodes[j], tape.nodes[k]
+            unread = layer.out
+            layer.out = activation.inputs[0] = activation.out
+            # the dense output's slot is read and written by nothing now: no arena space
+            tape.slots[unread] = dataclasses.replace(tape.slots[unread], rows=0, batch=False,
+                                                     requires_grad=False)
 
 
 def _drop(tape, removed: set[int]) -> int:

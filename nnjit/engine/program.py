@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import weakref
 
 import numpy as np
@@ -12,8 +13,9 @@ from nnjit.dtypes import integer_dtype
 from nnjit.engine import compile_notice, dispatch, fields
 from nnjit.engine import interpreter as it
 from nnjit.engine import status as st
-from nnjit.engine.fusion import fuse
+from nnjit.engine.fusion import fuse, overwrite_in_place
 from nnjit.engine.loop_arrays import LoopArrays, StepArrays
+from nnjit.engine.memory import ArenaTooLarge, physical_memory
 from nnjit.engine.run_options import RunOptions
 from nnjit.graph.graph_data import G_INPUT_LOADED, G_NEED_LOOPS, G_WEIGHTS_READY, no_graph
 from nnjit.kernels.dense import TRANSPOSED_MAX_ROWS
@@ -35,35 +37,10 @@ if _LAYOUT_ORDER != tuple(range(fields.LAYOUT_HEAD)):
 
 # the arena, whose dtype names the build, is execute's argument ``values``
 compile_notice.watch(it.execute, "the training loop", LoopArrays._fields.index("values"))
-
-
-class ArenaTooLarge(MemoryError):
-    """The arenas for ``max_batch`` rows would take ``nbytes``: more than the machine has, or
-    more than could be allocated. The trainer turns it into a message naming ``batch_size``."""
-
-    def __init__(self, nbytes: int, max_batch: int):
-        self.nbytes, self.max_batch = int(nbytes), int(max_batch)
-        super().__init__(f"the model's arenas for batches of {max_batch:,} rows would take "
-                         f"{format_bytes(nbytes)}, more than this machine has "
-                         f"({format_bytes(physical_memory())})")
-
-
-def physical_memory() -> int:
-    """Bytes of RAM (a very large number where the platform does not say)."""
-    import os
-
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (AttributeError, ValueError, OSError):
-        return 2**62
-
-
-def format_bytes(n: float) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"  # (unreachable)
+# The sparse family's measured compile time (issue 23), added here rather than in
+# compile_notice's table: that file is one the training loop's cache entry reads, and a family
+# added later must not make every user compile the loop again.
+compile_notice.ESTIMATED_SECONDS.setdefault("the sparse family", 3)
 
 
 def _input_entries(inputs) -> list[int]:
@@ -102,6 +79,7 @@ class Program:
         self.max_batch = tape.max_batch
         self.python_ops = tape.python_ops
         self.records = tape.records()  # also marks which backward writes overwrite
+        overwrite_in_place(self.records, nodes)
         # One pass over the ops: the loss op, the op families in use, graph ops, and the scratch
         # that dense ops need (backward passes accumulating into a shared weight's gradient, and
         # the transposed forward product of batches of at most TRANSPOSED_MAX_ROWS rows,
@@ -140,14 +118,17 @@ class Program:
         self.target_slot, self.output_slot = target.slot, output.slot
         slots.append(SlotSpec(scratch, 1, name="scratch"))
         self.slots, size, self.n_params, grad_size = layout(slots, self.dtype)
-        nbytes = (size + grad_size) * np.dtype(self.dtype).itemsize
-        if nbytes > physical_memory():  # (overcommit would accept it, then swap or be killed)
-            raise ArenaTooLarge(nbytes, self.max_batch)
+        itemsize = np.dtype(self.dtype).itemsize
+        # (more than the RAM: overcommit would accept it, then swap or be killed)
+        if (size + grad_size) * itemsize > physical_memory():
+            raise ArenaTooLarge(size * itemsize, grad_size * itemsize, self.max_batch, False)
         try:
             self.values = np.zeros(size, dtype=self.dtype)
             self.grads = np.zeros(grad_size, dtype=self.dtype)  # constants (laid out last): none
         except MemoryError:
-            raise ArenaTooLarge(nbytes, self.max_batch) from None
+            self.values = None  # (the traceback keeps this object: not its values arena)
+            raise ArenaTooLarge(size * itemsize, grad_size * itemsize, self.max_batch,
+                                True) from None
         self.hyper = np.array(tape.hyper + [0.0], dtype=np.float64)
         # the optimizer's span: parameters come first in the block, buffers (no gradient) after
         self.n_trainable = min([int(self.slots[k, S_OFFSET]) for k, spec in enumerate(slots)
@@ -167,6 +148,11 @@ class Program:
         self.current_rows = self.max_batch
         self.rng = seed_state(seed)
         self.param_slots = tape.param_slots  # (frozen: the tape records nothing once laid out)
+        # {name: (offset, size)} of every parameter and buffer in the parameter block (what
+        # binding a model's tensors to an instance reads; shared by the instances)
+        self.param_offsets = {name: (int(self.slots[k, S_OFFSET]),
+                                     int(self.slots[k, S_ROWS] * self.slots[k, S_COLS]))
+                              for name, k in tape.param_slots.items()}
         self.graph = tape.graph
         if has_graph_ops and tape.graph is None:
             raise ValueError("graph ops were recorded without a graph (trace the model with one)")
@@ -228,15 +214,17 @@ class Program:
             program.values = np.zeros(values_size, dtype=self.dtype)
             program.grads = np.zeros(grads_size, dtype=self.dtype)
         except MemoryError:
-            raise ArenaTooLarge((values_size + grads_size) * np.dtype(self.dtype).itemsize,
-                                self.max_batch) from None
+            program.values = None  # (the traceback keeps this object: not its values arena)
+            itemsize = np.dtype(self.dtype).itemsize
+            raise ArenaTooLarge(values_size * itemsize, grads_size * itemsize, self.max_batch,
+                                True) from None
         # The arrays the compiled loop writes are the instance's own; it only reads the records,
         # the slot table (graph batches write it: graph programs are not reused) and the layout.
         program.hyper = self.hyper.copy()
-        program.rng = seed_state(seed)
+        program.rng = _seeded_state(seed)
         # (the template's _tables are shared: a table holds only addresses of compiled code,
         # the same for every instance of one layout)
-        program.gdata = no_graph()
+        program.gdata = _NO_GRAPH.copy()
         program.current_rows = self.max_batch
         if self.tape.constants:
             program._write_constants()
@@ -392,6 +380,22 @@ class Program:
                     self.view(slot, grad=True)[...] = 0
             op.backward()
             state[fields.ST_CURSOR] = index - 1
+
+
+_NO_GRAPH = no_graph()  # (each program writes its own copy)
+
+
+@functools.lru_cache(maxsize=256)
+def _seed_words(seed: int) -> bytes:
+    return seed_state(seed).tobytes()
+
+
+def _seeded_state(seed) -> np.ndarray:
+    """``seed_state(seed)``, a new array; the states of the last seeds used are kept (a grid
+    search seeds its fits alike)."""
+    if type(seed) is not int:
+        return seed_state(seed)
+    return np.frombuffer(_seed_words(seed), dtype=np.int64).copy()
 
 
 def _numba_type(array: np.ndarray):

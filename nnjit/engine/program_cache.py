@@ -27,6 +27,7 @@ The optimizer, the regularizer, learning rates and the data's values are not par
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import OrderedDict
 
@@ -40,6 +41,7 @@ _FRAMEWORK_ATTRIBUTES = frozenset(  # Module's own bookkeeping, keyed separately
     ("_parameters", "_buffers", "_modules", "_provisional", "_path", "_trainer",
      "_run_guard"))  # (nnjit.train.exclusive: the model's lock)
 _SCALARS = (int, float, bool, str, type(None), np.dtype)
+_DIRECT = frozenset((int, bool, str, type(None)))  # kept as they are (floats: by their hex)
 
 # What a traced_key reads of each op and slot: every field (a field added later is keyed too),
 # but the ones the layout derives (accumulate) or that make a tape uncacheable (python_op).
@@ -52,8 +54,30 @@ _output_cols: dict[tuple, int] = {}
 stats = {"hits": 0, "misses": 0}  # lookups since the process started (tests read them)
 
 
+class Key:
+    """A cache key: the key's parts (a nested tuple) and their hash, computed once (a tuple
+    does not keep its hash, and a fit looks its key up three times: hashing a model's parts
+    again each time cost more than the rest of the lookup)."""
+
+    __slots__ = ("parts", "_hash")
+
+    def __init__(self, parts: tuple):
+        self.parts = parts
+        self._hash = hash(parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return (self is other or type(other) is Key and self._hash == other._hash
+                and self.parts == other.parts)
+
+    def __repr__(self) -> str:
+        return f"Key({self.parts!r})"
+
+
 def structure_key(modules, named_params, named_buffers, loss, specs, rows: int,
-                  dtype) -> tuple | None:
+                  dtype) -> Key | None:
     """The key of a model traced for ``specs`` with ``rows`` rows per batch in ``dtype``, or None
     when the model is not fully described by it (see the module docstring).
 
@@ -70,7 +94,7 @@ def structure_key(modules, named_params, named_buffers, loss, specs, rows: int,
     parts.append((type(loss), loss_attributes))
     for path, module in modules:
         cls = type(module)
-        if not cls.__module__.startswith("nnjit."):
+        if not _nnjit_class(cls):
             return None
         attributes = _plain_attributes(module, _FRAMEWORK_ATTRIBUTES)
         if attributes is None:
@@ -82,10 +106,16 @@ def structure_key(modules, named_params, named_buffers, loss, specs, rows: int,
         index = first_index.setdefault(id(tensor), len(first_index))
         parts.append((name, data.shape, data.dtype.str,
                       bool(getattr(tensor, "requires_grad", True)), index))
-    return tuple(parts)
+    return Key(tuple(parts))
 
 
-def traced_key(tape, inputs, target, output, loss) -> tuple | None:
+@functools.cache
+def _nnjit_class(cls) -> bool:
+    """Whether ``cls`` is one of nnjit's own classes (its module under ``nnjit.``)."""
+    return cls.__module__.startswith("nnjit.")
+
+
+def traced_key(tape, inputs, target, output, loss) -> Key | None:
     """The key of a layout by what was traced: every op (opcode, slots, aux, owner, which
     inputs take a gradient), every slot spec, the op hyper-parameters, the inputs' row shapes,
     the parameter names and the roles of the target, output and loss slots. Two tapes with the
@@ -98,10 +128,10 @@ def traced_key(tape, inputs, target, output, loss) -> tuple | None:
     slots = tuple((type(spec.rows),) + tuple(getattr(spec, f) for f in _SLOT_FIELDS)
                   for spec in tape.slots)
     xs = (inputs,) if not isinstance(inputs, tuple) else inputs
-    return ("traced", tape.dtype.str, int(tape.max_batch), nodes, slots,
-            tuple(float(h).hex() for h in tape.hyper),
-            tuple((x.slot, tuple(x.dims), bool(x.is_integer)) for x in xs),
-            target.slot, output.slot, loss.slot, tuple(tape.param_slots.items()))
+    return Key(("traced", tape.dtype.str, int(tape.max_batch), nodes, slots,
+                tuple(float(h).hex() for h in tape.hyper),
+                tuple((x.slot, tuple(x.dims), bool(x.is_integer)) for x in xs),
+                target.slot, output.slot, loss.slot, tuple(tape.param_slots.items())))
 
 
 def _listless(value):
@@ -117,6 +147,10 @@ def _plain_attributes(obj, skip) -> tuple | None:
     out = []
     for name, value in attributes.items():
         if name in skip:
+            continue
+        kind = type(value)
+        if kind in _DIRECT:  # (most attributes: sizes, flags, names; read without a call)
+            out.append((name, (kind, value)))
             continue
         frozen = _plain(value)
         if frozen is None:
@@ -140,14 +174,14 @@ def _plain(value):
     return None
 
 
-def output_cols(key: tuple | None) -> int | None:
+def output_cols(key: Key | None) -> int | None:
     """The output width of the model of ``key`` when it has been laid out before, else None."""
     if key is None:
         return None
     return _output_cols.get(key)
 
 
-def instance(key: tuple | None, target_cols: int, seed: int):
+def instance(key: Key | None, target_cols: int, seed: int):
     """A fresh :class:`Program` for ``key`` with ``target_cols`` target columns, or None (a
     miss: trace and :func:`store`)."""
     if key is None:
@@ -162,7 +196,7 @@ def instance(key: tuple | None, target_cols: int, seed: int):
     return template.instance(seed)
 
 
-def store(key: tuple | None, target_cols: int, program) -> None:
+def store(key: Key | None, target_cols: int, program) -> None:
     """Keep ``program``'s layout for ``key`` (when it is :attr:`~Program.reusable`)."""
     if key is None or not program.reusable:
         return

@@ -46,7 +46,8 @@ G_WEIGHTS_READY = G_NEED_LOOPS + 1
 G_INPUT_LOADED = G_WEIGHTS_READY + 1
 G_HEADER = G_INPUT_LOADED + 1
 
-MODE_NONE, MODE_FULL_BATCH, MODE_SAMPLED = 0, 1, 2
+# (MODE_CSR_ROWS: no graph, the rows of a sparse input matrix: nnjit.graph.csr_rows)
+MODE_NONE, MODE_FULL_BATCH, MODE_SAMPLED, MODE_CSR_ROWS = 0, 1, 2, 3
 
 CSR_NAMES = {GRAPH_RAW: "edges", GRAPH_LOOPS: "edges with self loops",
              GRAPH_FEATURES: "sparse features"}

@@ -47,6 +47,7 @@ import math
 from numba import prange
 
 from nnjit.kernels._jit import jit
+from nnjit.kernels.sparse_rows import row_outer_add, row_times
 
 # ------------------------------------------------------------------------------------------------
 # spmm: out[i] = sum_{e in seg(i)} w[e] * x[src[e]]   (per head)
@@ -467,11 +468,7 @@ def csr_dense_forward(x_indptr, x_indices, x_data, w, w_t, b, out, has_bias):
     for r in range(out.shape[0]):
         for o in range(n_out):
             out[r, o] = b[o] if has_bias else zero
-        for k in range(x_indptr[r], x_indptr[r + 1]):
-            v = x_data[k]
-            j = x_indices[k]
-            for o in range(n_out):
-                out[r, o] += v * w_t[j, o]
+        row_times(x_indices, x_data, x_indptr[r], x_indptr[r + 1], w_t, out, r)
 
 
 @jit
@@ -490,11 +487,7 @@ def csr_dense_backward_w(x_indptr, x_indices, x_data, dy, dw, dw_t, accumulate):
         for o in range(n_out):
             dw_t[j, o] = zero
     for r in range(dy.shape[0]):
-        for k in range(x_indptr[r], x_indptr[r + 1]):
-            v = x_data[k]
-            j = x_indices[k]
-            for o in range(n_out):
-                dw_t[j, o] += v * dy[r, o]
+        row_outer_add(x_indices, x_data, x_indptr[r], x_indptr[r + 1], dy, r, dw_t)
     for o in range(n_out):
         if accumulate:
             for j in range(f):

@@ -32,6 +32,10 @@ class Linear(Module):
         generator: a ``numpy.random.Generator`` to draw the initial values from (as
             ``torch.nn.init``'s ``generator=``); default :func:`nnjit.random.generator` (the
             :func:`nnjit.seeded` block's, else :func:`nnjit.set_seed`'s process-wide one).
+        init_values: draw the initial values (default True). False leaves weight and bias
+            zero, drawing nothing, for a caller that writes them itself (nnjit.sklearn copies
+            scikit-learn's): no random matrix is made, and the zero pages take no memory
+            until written.
 
     Shapes:
         input ``(B, in_features)``, output ``(B, out_features)``; ``weight`` is
@@ -39,7 +43,8 @@ class Linear(Module):
     """
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 init: str = "glorot_uniform", generator: np.random.Generator | None = None):
+                 init: str = "glorot_uniform", generator: np.random.Generator | None = None,
+                 init_values: bool = True):
         super().__init__()
         for arg, value in (("in_features", in_features), ("out_features", out_features)):
             _WIDTH.check(f"Linear: {arg}", value)
@@ -51,6 +56,12 @@ class Linear(Module):
         self.in_features = int(in_features)
         self.out_features = int(out_features)
         self.init = init
+        if not init_values:
+            self.weight = Parameter(np.zeros((out_features, in_features), DEFAULT_DTYPE),
+                                    copy=False)
+            self.bias = (Parameter(np.zeros(out_features, DEFAULT_DTYPE), copy=False) if bias
+                         else None)
+            return
         rng = default_generator() if generator is None else generator
         if init == "glorot_uniform":
             limit = math.sqrt(6.0 / (in_features + out_features))

@@ -18,9 +18,13 @@ class Parameter:
     __slots__ = ("data", "grad")
     requires_grad = True  # (a Buffer says False: the tape lays it out without a gradient)
 
-    def __init__(self, data):
-        self.data = np.array(data, dtype=DEFAULT_DTYPE if np.asarray(data).dtype.kind != "f"
-                             else np.asarray(data).dtype, copy=True)
+    def __init__(self, data, *, copy: bool = True):
+        """``data``: the initial values (a copy is kept; a non-float array becomes
+        float32). ``copy=False`` keeps a float array itself (a caller that made it for the
+        parameter: no second buffer of a large matrix)."""
+        kind = np.asarray(data).dtype
+        self.data = np.array(data, dtype=DEFAULT_DTYPE if kind.kind != "f" else kind,
+                             copy=True if copy else None)
         self.grad = None
 
     @property

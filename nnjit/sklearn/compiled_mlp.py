@@ -17,7 +17,6 @@ from itertools import pairwise
 import numpy as np
 
 from nnjit.data.inputs import InputSpec
-from nnjit.train.layout_service import Layout
 from nnjit.losses import (
     SklearnBinaryLogLoss,
     SklearnLogLoss,
@@ -27,6 +26,8 @@ from nnjit.losses import (
 from nnjit.nn.activation import ReLU, Sigmoid, Tanh
 from nnjit.nn.linear import Linear
 from nnjit.nn.sequential import Sequential
+from nnjit.nn.sparse_linear import SparseLinear
+from nnjit.train.layout_service import Layout
 
 #: scikit-learn's hidden activation names -> nnjit modules ("identity": no module).
 HIDDEN_ACTIVATIONS = {"relu": ReLU, "tanh": Tanh, "logistic": Sigmoid, "identity": None}
@@ -46,6 +47,7 @@ class Structure:
     dtype: np.dtype
     batch_size: int  # the largest batch the arena holds (training and validation batches)
     weighted: bool = False  # the targets end with a sample_weight column
+    sparse: bool = False  # X is a CSR matrix: the first layer is a SparseLinear on its rows
 
     @property
     def target_cols(self) -> int:
@@ -58,26 +60,35 @@ class CompiledMLP:
     """An MLP of ``structure`` laid out in a :class:`~nnjit.engine.program.Program`.
 
     ``weights[i]`` / ``biases[i]`` are views of layer i's parameters in the arena, shaped as
-    scikit-learn's ``coefs_[i].T`` / ``intercepts_[i]``; ``reg_spans`` the weight spans (not the
-    biases) that scikit-learn's ``alpha`` penalises.
+    scikit-learn's ``coefs_[i]`` / ``intercepts_[i]`` (a Linear's weight is stored transposed,
+    ``coefs_[i].T``: its view is a transposed one; a SparseLinear's as ``coefs_[0]``);
+    ``reg_spans`` the weight spans (not the biases) that scikit-learn's ``alpha`` penalises.
+
+    A ``sparse`` structure's program reads X as row numbers of a CSR matrix the fit hands it
+    (:meth:`use_rows`): X is ``(N, 1)`` (:func:`nnjit.graph.csr_rows.row_ids`).
     """
 
     def __init__(self, structure: Structure):
         self.structure = s = structure
         modules = []
-        # (a fixed generator: the values are overwritten, and nnjit's global one is untouched)
-        generator = np.random.default_rng(0)
+        # (no initial values are drawn: scikit-learn's are copied in; nnjit's global generator
+        # is untouched)
         for i, (fan_in, fan_out) in enumerate(pairwise(s.layer_units)):
-            modules.append(Linear(fan_in, fan_out, generator=generator))
+            modules.append(SparseLinear(fan_in, fan_out, init_values=False) if s.sparse and i == 0
+                           else Linear(fan_in, fan_out, init_values=False))
             hidden = HIDDEN_ACTIVATIONS[s.activation]
             if i < len(s.layer_units) - 2 and hidden is not None:
                 modules.append(hidden())
         loss = OUTPUT_LOSSES[s.out_activation](weighted=s.weighted)
-        layout = Layout(Sequential(*modules), loss,
-                        (InputSpec((s.layer_units[0],)),), s.batch_size, s.dtype)
+        spec = InputSpec((1,), integer=True) if s.sparse else InputSpec((s.layer_units[0],))
+        layout = Layout(Sequential(*modules), loss, (spec,), s.batch_size, s.dtype)
         self.program = program = layout.program(s.target_cols, seed=0)
-        linears = [(path, m) for path, m in layout.walk.modules if isinstance(m, Linear)]
-        self.weights = [m.weight.data for _, m in linears]  # (arena views, once bound)
+        linears = [(path, m) for path, m in layout.walk.modules
+                   if isinstance(m, (Linear, SparseLinear))]
+        # (arena views, once bound, in coefs_' layout)
+        self._transposed = [isinstance(m, Linear) for _, m in linears]
+        self.weights = [m.weight.data.T if t else m.weight.data
+                        for (_, m), t in zip(linears, self._transposed)]
         self.biases = [m.bias.data for _, m in linears]
         spans = [layout.param_spans[f"{path}.weight"] for path, _ in linears]
         self.reg_spans = np.array(spans, dtype=np.int64).reshape(-1, 2)
@@ -87,11 +98,16 @@ class CompiledMLP:
     def packed_order(self) -> np.ndarray:
         """The arena position of each entry of scikit-learn's packed parameter vector (every
         ``coefs_[i]`` raveled, then every ``intercepts_[i]``): ``values[order]`` is the vector
-        and ``grads[order]`` its gradient (an arena weight is ``coefs_[i].T``)."""
+        and ``grads[order]`` its gradient."""
         parts = []
-        for (offset, _), w in zip(self.reg_spans.tolist(), self.weights):
-            fan_out, fan_in = w.shape  # coefs_[i][a, b] is the arena's w[b, a]
-            parts.append((offset + np.arange(fan_out * fan_in).reshape(fan_out, fan_in).T).ravel())
+        for (offset, _), w, transposed in zip(self.reg_spans.tolist(), self.weights,
+                                              self._transposed):
+            fan_in, fan_out = w.shape
+            if not transposed:  # (a SparseLinear's weight: coefs_' own layout)
+                parts.append(offset + np.arange(fan_in * fan_out))
+            else:  # coefs_[i][a, b] is the arena's Linear weight [b, a]
+                parts.append((offset + np.arange(fan_out * fan_in).reshape(fan_out, fan_in).T
+                              ).ravel())
         for offset, b in zip(self._bias_offsets, self.biases):
             parts.append(offset + np.arange(b.size))
         return np.concatenate(parts).astype(np.int64)
@@ -99,11 +115,16 @@ class CompiledMLP:
     def load(self, coefs, intercepts) -> None:
         """Copy scikit-learn's ``coefs_`` / ``intercepts_`` into the arena."""
         for w, b, coef, intercept in zip(self.weights, self.biases, coefs, intercepts):
-            w[...] = coef.T
+            w[...] = coef
             b[...] = intercept
 
     def store(self, coefs, intercepts) -> None:
         """Copy the arena's weights into scikit-learn's ``coefs_`` / ``intercepts_`` (in place)."""
         for w, b, coef, intercept in zip(self.weights, self.biases, coefs, intercepts):
-            coef[...] = w.T
+            coef[...] = w
             intercept[...] = b
+
+    def use_rows(self, gdata: np.ndarray) -> None:
+        """Give a ``sparse`` structure's program the CSR rows its X numbers
+        (:func:`nnjit.graph.csr_rows.pack_rows`)."""
+        self.program.gdata = gdata

@@ -26,6 +26,7 @@ from nnjit.engine.loop_arrays import StepArrays
 from nnjit.engine.run_options import RunOptions
 from nnjit.engine.status import TrainingDivergedError
 from nnjit.sklearn.compiled_mlp import CompiledMLP, Structure
+from nnjit.sklearn.engine_rows import EngineRows
 from nnjit.sklearn.targets import engine_targets
 from nnjit.sklearn.warn import warn
 from nnjit.train.threads import dense_forward_mode, single_threaded_blas
@@ -39,11 +40,13 @@ class LossGradient:
 
     def __init__(self, est, X, y, sample_weight, layer_units):
         dtype = np.dtype(np.float64)
-        X = np.ascontiguousarray(X, dtype=dtype)
         n = X.shape[0]
+        rows = EngineRows(X, None, dtype)
+        X = rows.X
         self.net = net = CompiledMLP(Structure(tuple(int(u) for u in layer_units),
                                                est.activation, est.out_activation_, dtype, n,
-                                               sample_weight is not None))
+                                               sample_weight is not None, rows.sparse))
+        rows.bind(net)
         program = net.program
         self.order = net.packed_order()  # arena position of each packed entry
         self.n_coefs = sum(a * b for a, b in pairwise(layer_units))

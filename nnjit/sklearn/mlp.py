@@ -11,8 +11,10 @@ the import, keep the code::
 Beyond scikit-learn's parameters: ``dtype`` (``np.float32``, the default, or ``np.float64``: the
 arena's; with float64 the fit follows scikit-learn's to rounding). ``sample_weight`` weights the
 loss as scikit-learn's. ``solver="lbfgs"`` is scikit-learn's L-BFGS-B whose loss and gradient
-are each one compiled call (:mod:`.lbfgs_fit`). Not supported: MLPRegressor's
-``loss="poisson"`` with ``early_stopping=True`` (it raises a ValueError that says so).
+are each one compiled call (:mod:`.lbfgs_fit`). A sparse X (CSR, CSC) is never densified: the
+first layer reads each batch row's non-zeros in compiled code (:mod:`.engine_rows`). Not
+supported: MLPRegressor's ``loss="poisson"`` with ``early_stopping=True`` (it raises a ValueError
+that says so).
 """
 
 from __future__ import annotations
@@ -54,22 +56,18 @@ class _CompiledSolver:
 
     def _validate_input(self, X, y, incremental, reset):
         X, y = super()._validate_input(X, y, incremental, reset)
-        if sp.issparse(X):  # (the compiled loop reads dense rows)
-            X = X.toarray()
+        if sp.issparse(X):  # (never densified: nnjit.sklearn.engine_rows)
+            return X.tocsr().astype(self._arena_dtype, copy=False), y
         return np.ascontiguousarray(X, dtype=self._arena_dtype), y
 
     def _fit_stochastic(self, X, y, sample_weight, activations, deltas, coef_grads,
                         intercept_grads, layer_units, incremental):
-        if any(c.dtype != X.dtype for c in self.coefs_):  # (warm start after a dtype change)
-            self.coefs_ = [c.astype(X.dtype) for c in self.coefs_]
-            self.intercepts_ = [b.astype(X.dtype) for b in self.intercepts_]
+        self._same_dtype_weights(X.dtype)
         fit_stochastic(self, X, y.reshape(len(y), -1), incremental, sample_weight)
 
     def _fit_lbfgs(self, X, y, sample_weight, activations, deltas, coef_grads, intercept_grads,
                    layer_units):
-        if any(c.dtype != X.dtype for c in self.coefs_):  # (warm start after a dtype change)
-            self.coefs_ = [c.astype(X.dtype) for c in self.coefs_]
-            self.intercepts_ = [b.astype(X.dtype) for b in self.intercepts_]
+        self._same_dtype_weights(X.dtype)
         fitted = [self.coefs_[0].shape[0], *(c.shape[1] for c in self.coefs_)]
         if fitted != list(layer_units):  # (scikit-learn fails to reshape them, as here)
             raise ValueError(f"{type(self).__name__}: warm_start=True with solver='lbfgs' needs "
@@ -77,6 +75,16 @@ class _CompiledSolver:
                              f"now {self.hidden_layer_sizes} (set warm_start=False to fit a "
                              "new network)")
         fit_lbfgs(self, X, y.reshape(len(y), -1), sample_weight, layer_units)
+
+
+    def _same_dtype_weights(self, dtype) -> None:
+        if any(c.dtype != dtype for c in self.coefs_):  # (warm start after a dtype change)
+            self.coefs_ = [c.astype(dtype) for c in self.coefs_]
+            self.intercepts_ = [b.astype(dtype) for b in self.intercepts_]
+        # scikit-learn's _initialize copies the initial weights for its own solver's best-weights
+        # restore; nnjit's solvers keep their snapshot in the compiled fit, so that second set of
+        # weights (as large as coefs_) is not kept
+        self._best_coefs, self._best_intercepts = list(self.coefs_), list(self.intercepts_)
 
 
 def _arena_dtype(dtype, name: str) -> np.dtype:

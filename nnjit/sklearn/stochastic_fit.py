@@ -24,6 +24,7 @@ from nnjit.engine.run_options import RunOptions
 from nnjit.engine.status import TrainingDivergedError
 from nnjit.optim.sklearn_flavour import SklearnAdam, SklearnSGD
 from nnjit.sklearn.compiled_mlp import CompiledMLP, Structure
+from nnjit.sklearn.engine_rows import EngineRows
 from nnjit.sklearn.targets import engine_targets, r2_per_half_square
 from nnjit.sklearn.warn import warn
 from nnjit.train.interrupt import POLL_SECONDS, Worker, in_main_thread
@@ -33,6 +34,9 @@ from nnjit.train.threads import dense_forward_mode, single_threaded_blas
 #: The most shuffle-order entries (int64) one compiled call holds: past it (n * max_iter larger),
 #: the fit returns to Python every few epochs to draw the next orders (32 MB).
 MAX_ORDER_ENTRIES = 1 << 22
+#: The epochs whose shuffle orders are drawn at a time (a call of the compiled loop each): an
+#: early-stopped fit draws at most this many orders it does not use.
+ORDER_EPOCHS = 10
 #: Rows x parameters x epochs from which a fit's compiled call runs in a worker thread, so that
 #: Ctrl-C is seen during it (about 20 ms of work; a thread costs ~0.1 ms).
 THREAD_WORK = 5e7
@@ -131,15 +135,15 @@ def fit_stochastic(est, X, y, incremental: bool, sample_weight=None) -> None:
     # The fitted network's layers, as scikit-learn's forward pass reads coefs_ (a warm start
     # after a change of hidden_layer_sizes goes on training the fitted network, as there).
     units = [est.coefs_[0].shape[0], *(c.shape[1] for c in est.coefs_)]
+    rows = EngineRows(X_train, X_val if early_stopping else None, dtype)
+    X_train, X_val = rows.X, rows.X_val
     structure = Structure(tuple(int(u) for u in units), est.activation, out, dtype, batch_size,
-                          sample_weight is not None)
+                          sample_weight is not None, rows.sparse)
     Y_train = engine_targets(y_train, out, dtype, w_train)
-    X_train = np.ascontiguousarray(X_train, dtype=dtype)
     if early_stopping:
-        X_val = np.ascontiguousarray(X_val, dtype=dtype)
         Y_val = engine_targets(y_val, out, dtype, w_val)
     else:
-        X_val, Y_val = empty_rows(dtype, X.shape[1]), empty_rows(dtype, Y_train.shape[1])
+        Y_val = empty_rows(dtype, Y_train.shape[1])
     orders = _ShuffleOrders(est._random_state, n, epochs) if est.shuffle else None
     perm = orders.table if orders is not None else np.arange(n, dtype=np.int64)
 
@@ -166,6 +170,7 @@ def fit_stochastic(est, X, y, incremental: bool, sample_weight=None) -> None:
     history = np.zeros((epochs, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
 
     net = CompiledMLP(structure)  # (a program-cache hit after the structure's first fit)
+    rows.bind(net)
     program = net.program
     n_trainable = program.n_trainable
     buffers = solver.buffers
@@ -202,6 +207,8 @@ def fit_stochastic(est, X, y, incremental: bool, sample_weight=None) -> None:
         losses += [math.nan] * (epochs - done)
         history = np.vstack([history[:done], np.full((epochs - done, history.shape[1]), np.nan)])
         done = epochs
+    if orders is not None:
+        orders.finish(done)
     est.n_iter_ = done
     est.t_ += done * n
     est.loss_curve_.extend(losses)
@@ -325,28 +332,53 @@ class _ShuffleOrders:
     from the estimator's RandomState in its order, written into the table the compiled loop
     reads (``SHUFFLE_GIVEN``): n working entries, then ``held`` orders.
 
-    ``chunk``: 0 when every epoch's order fits the table (one compiled call); else the epochs per
-    call, and :meth:`refill` (the run's pause hook) draws the next ones between calls.
+    The orders are drawn ``held`` epochs at a time (:data:`ORDER_EPOCHS`, fewer when n is
+    large), not all ``max_iter`` up front: a fit that stops early would pay for draws it never
+    uses. ``chunk``: 0 when every epoch's order fits the table (one compiled call); else the
+    epochs per call, and :meth:`refill` (the run's pause hook) draws the next ones between
+    calls. :meth:`finish` then leaves the RandomState where scikit-learn's fit leaves it.
     """
 
     def __init__(self, random_state, n: int, epochs: int):
         self.random_state, self.n, self.epochs = random_state, n, epochs
-        self.held = held = max(1, min(epochs, MAX_ORDER_ENTRIES // n))
+        self.held = held = max(1, min(epochs, ORDER_EPOCHS, MAX_ORDER_ENTRIES // n))
         self.chunk = 0 if held >= epochs else held
         self.table = np.empty((held + 1) * n, dtype=np.int64)
         self.sample_idx = np.arange(n, dtype=np.int64)
         self.next_epoch = 0
+        self._before = None  # (RandomState state, sample_idx, epoch) before the last draws
         self.refill()
+
+    def _draw(self) -> np.ndarray:
+        """The next epoch's order (the RandomState advances as scikit-learn's does)."""
+        indices = np.arange(self.n)
+        self.random_state.shuffle(indices)
+        self.sample_idx = self.sample_idx[indices]
+        return self.sample_idx
 
     def refill(self) -> bool:
         """Draw the orders of the next ``held`` epochs (fewer at the end); True: go on."""
         n, held = self.n, self.held
         stop = min(self.next_epoch + held, self.epochs)
+        if stop > self.next_epoch:
+            self._before = (self.random_state.get_state(), self.sample_idx, self.next_epoch)
         for epoch in range(self.next_epoch, stop):
-            indices = np.arange(n)
-            self.random_state.shuffle(indices)
-            self.sample_idx = self.sample_idx[indices]
             at = (epoch % held + 1) * n
-            self.table[at : at + n] = self.sample_idx
+            self.table[at : at + n] = self._draw()
         self.next_epoch = stop
         return True
+
+    def finish(self, epochs: int) -> None:
+        """Leave the RandomState as scikit-learn's fit of ``epochs`` epochs leaves it (one draw
+        per epoch): the orders of epochs the fit never ran are taken back, those of epochs it
+        ran without drawing (scikit-learn's fit goes on after a divergence) drawn. The global
+        RandomState (``random_state=None``) is never set back: other code may draw from it."""
+        if epochs < self.next_epoch and self._before is not None and (
+                self.random_state is not np.random.mtrand._rand):
+            state, sample_idx, start = self._before
+            if epochs >= start:
+                self.random_state.set_state(state)
+                self.sample_idx, self.next_epoch = sample_idx, start
+        while self.next_epoch < epochs:
+            self._draw()
+            self.next_epoch += 1

@@ -27,7 +27,8 @@ class _Guard:
         self.lock = threading.RLock()  # held for each run; re-entered by a fit's callbacks
         self.mutex = threading.Lock()  # guards ``fitting``
         self.fitting: int | None = None  # the thread fitting the model
-        self.fitter: str = ""  # repr of the trainer fitting it
+        # the trainer fitting it: a refused run names it (its repr, made only then)
+        self.fitter = None
 
     def __reduce__(self):  # a copied or unpickled model is free: a new guard
         return _Guard, ()
@@ -62,7 +63,7 @@ class exclusive:  # (lower case: used as a context manager, like a function)
                 if guard.fitting is not None and guard.fitting != me:
                     self._refuse(guard.fitter)
                 if guard.fitting is None:
-                    guard.fitting, guard.fitter, self._marked = me, repr(self._trainer), True
+                    guard.fitting, guard.fitter, self._marked = me, self._trainer, True
         try:
             guard.lock.acquire()  # (a run of another thread ends soon: a predict, not a fit)
         except BaseException:
@@ -75,7 +76,8 @@ class exclusive:  # (lower case: used as a context manager, like a function)
         self._unmark()
         return False
 
-    def _refuse(self, fitter: str):
+    def _refuse(self, fitter):
+        fitter = repr(fitter) if fitter is not None else "another trainer"
         raise TrainerBusyError(
             f"{self._what}: {fitter} is fitting this model in another thread; wait for that "
             f"fit to return, or use a copy of the model (copy.deepcopy) in this thread"
@@ -84,5 +86,5 @@ class exclusive:  # (lower case: used as a context manager, like a function)
     def _unmark(self) -> None:
         if self._marked:
             with self._guard.mutex:
-                self._guard.fitting, self._guard.fitter = None, ""
+                self._guard.fitting, self._guard.fitter = None, None
             self._marked = False

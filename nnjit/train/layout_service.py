@@ -15,7 +15,8 @@ import numpy as np
 
 from nnjit.data.inputs import InputSpec
 from nnjit.engine import program_cache
-from nnjit.engine.program import ArenaTooLarge, Program, format_bytes, physical_memory
+from nnjit.engine.memory import ArenaTooLarge
+from nnjit.engine.program import Program
 from nnjit.nn.trace import ModelWalk, Trace, trace, walk_model
 
 
@@ -63,7 +64,20 @@ class Layout:
     def program(self, target_cols: int, seed: int) -> Program:
         """The program with ``target_cols`` target columns and the RNG of ``seed``, its
         parameters bound (:func:`bind_parameters`; their spans in :attr:`param_spans`): a
-        fresh instance of a cached layout, else a new one from the trace, then cached."""
+        fresh instance of a cached layout, else a new one from the trace, then cached.
+
+        Raises:
+            MemoryError: its arenas are larger than the RAM, or could not be allocated; the
+                message names ``batch_size`` and states the arenas' sizes and the limits.
+        """
+        try:
+            program = self._program(target_cols, seed)
+        except ArenaTooLarge as e:
+            raise MemoryError(self._too_large(e)) from None
+        self.param_spans = bind_parameters(program, self.walk)
+        return program
+
+    def _program(self, target_cols: int, seed: int) -> Program:
         program = program_cache.instance(self.key, target_cols, seed)
         if program is None:
             traced = self._trace()
@@ -77,24 +91,18 @@ class Layout:
                 if program is not None:  # tensors of this trace read the instance's arena
                     program.tape, tape.program = tape, program
             if program is None:
-                program = self._new_program(traced, target, loss, seed)
+                program = Program(traced.tape, traced.input, target, traced.output, loss,
+                                  seed=seed)
                 program_cache.store(key, target_cols, program)
-        self.param_spans = bind_parameters(program, self.walk)
         return program
 
-    def _new_program(self, traced: Trace, target, loss, seed: int) -> Program:
-        try:
-            return Program(traced.tape, traced.input, target, traced.output, loss, seed=seed)
-        except ArenaTooLarge as e:
-            where = self.where
-            what = ("X's rows (gradients runs them as one batch)" if where == "gradients"
-                    else "batch_size")
-            raise MemoryError(f"{where}: {what}: batches of {e.max_batch:,} rows need "
-                              f"{format_bytes(e.nbytes)} of arena memory (values and "
-                              f"gradients) for {type(self.model).__name__}, more than can "
-                              f"be allocated here ({format_bytes(physical_memory())} of RAM);"
-                              f" use a smaller {'batch' if where == 'gradients' else what}"
-                              ) from None
+    def _too_large(self, e: ArenaTooLarge) -> str:
+        where = self.where
+        what = ("X's rows (gradients runs them as one batch)" if where == "gradients"
+                else "batch_size")
+        return (f"{where}: {what}: batches of {e.max_batch:,} rows need {e.sizes()} of arena "
+                f"memory for {type(self.model).__name__}; {e.why}. Use a smaller "
+                f"{'batch' if where == 'gradients' else what}")
 
 
 def bind_parameters(program: Program, walk: ModelWalk) -> dict[str, tuple[int, int]]:
@@ -102,15 +110,16 @@ def bind_parameters(program: Program, walk: ModelWalk) -> dict[str, tuple[int, i
     ``p.data`` / ``p.grad`` a view of it; returns ``{name: (offset, size)}`` of the parameters
     that take a gradient (the spans a regularizer penalises)."""
     spans = {}
-    slots = program.slots.tolist()
+    offsets, values, grads = program.param_offsets, program.values, program.grads
     for name, p in walk.tensors:
-        off, rows, cols, _ = slots[program.param_slots[name]]
-        view = program.values[off : off + rows * cols].reshape(p.data.shape)
-        view[...] = p.data
+        off, size = offsets[name]
+        data = p.data
+        view = values[off : off + size].reshape(data.shape)
+        view[...] = data
         p.data = view
         if p.requires_grad:  # (a Buffer has no gradient and no span the regularizer sees)
-            p.grad = program.grads[off : off + rows * cols].reshape(view.shape)
-            spans[name] = (off, rows * cols)
+            p.grad = grads[off : off + size].reshape(data.shape)
+            spans[name] = (off, size)
     return spans
 
 

@@ -221,3 +221,24 @@ def test_summary_of_a_gcn():
     assert re.search(r"^conv1 +GCNConv +- +96$", without, re.M)
     assert "pass graph=" in without
     assert f"Total params: {model.num_parameters():,}" in without
+
+
+def test_parameter_copies_unless_told_not_to():
+    data = np.zeros((3, 2), dtype=np.float64)
+    assert nn.Parameter(data).data is not data
+    kept = nn.Parameter(data, copy=False)
+    assert kept.data is data
+    ints = np.arange(4)
+    assert nn.Parameter(ints, copy=False).data.dtype == np.float32  # (converted: a copy)
+
+
+def test_linear_without_initial_values_draws_nothing():
+    """init_values=False: zero weight and bias, and the generator is not advanced (nnjit.sklearn
+    copies scikit-learn's weights in: a large layer's random matrix is never made)."""
+    nn.set_seed(5)
+    layer = nn.Linear(300, 200, init_values=False)
+    assert not layer.weight.data.any() and not layer.bias.data.any()
+    assert layer.weight.data.shape == (200, 300) and layer.weight.data.dtype == np.float32
+    after = nn.Linear(3, 2).weight.data
+    nn.set_seed(5)
+    np.testing.assert_array_equal(after, nn.Linear(3, 2).weight.data)

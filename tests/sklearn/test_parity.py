@@ -220,6 +220,26 @@ def test_shuffle_orders_are_scikit_learns_shuffle():
     assert orders.chunk == 0
 
 
+@pytest.mark.parametrize("kw", [
+    {"max_iter": 200, "tol": 1e-2},  # stops early, within a chunk of orders
+    {"max_iter": 25, "early_stopping": True, "n_iter_no_change": 3},
+    {"max_iter": 7},  # fewer epochs than a chunk, none taken back
+], ids=["train_loss_stop", "early_stopping", "max_iter"])
+def test_the_random_state_ends_where_scikit_learns_does(kw):
+    """A RandomState passed as random_state is left as scikit-learn's fit leaves it (one
+    shuffle per epoch run): the orders drawn for epochs the fit never ran are taken back."""
+    X, y = DATA["iris"]
+    ours_rs, theirs_rs = np.random.RandomState(11), np.random.RandomState(11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = nks.MLPClassifier(hidden_layer_sizes=(8,), dtype=np.float64,
+                                 random_state=ours_rs, **kw).fit(X, y)
+        theirs = sk.MLPClassifier(hidden_layer_sizes=(8,), random_state=theirs_rs, **kw).fit(X, y)
+    assert ours.n_iter_ == theirs.n_iter_
+    assert ours.n_iter_ < kw["max_iter"] or "tol" not in kw
+    np.testing.assert_array_equal(ours_rs.randint(0, 2**31, 8), theirs_rs.randint(0, 2**31, 8))
+
+
 def test_a_fit_longer_than_the_order_table_matches_scikit_learn(monkeypatch):
     """More epochs than the table holds: the fit pauses every few epochs for the next orders
     (the compiled loop's chunks) and still follows scikit-learn's fit."""

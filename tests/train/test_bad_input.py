@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import nnjit as nn
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Net(nn.Module):
@@ -362,8 +367,39 @@ def test_an_arena_that_cannot_fit_names_batch_size():
     X = np.broadcast_to(np.float32(1.0), (rows, 1))  # no memory of its own
     loader = nn.DataLoader(X, np.zeros(rows, np.int64), batch_size=rows)
     with pytest.raises(MemoryError, match=r"fit: batch_size: batches of [\d,]+ rows need "
-                                          r"[\d.]+ GiB of arena memory"):
+                                          r"[\d.]+ GiB \([\d.]+ GiB of values, [\d.]+ GiB of "
+                                          r"gradients\) of arena memory for Wide; more than "
+                                          r"this machine's [\d.]+ GiB of RAM\. Use a smaller "
+                                          r"batch_size"):
         nn.Trainer(Wide()).fit(loader, epochs=1, verbose=False)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs RLIMIT_AS and /proc")
+def test_an_arena_allocation_that_fails_states_the_sizes_and_the_limit():
+    """(issue 23) Under an address-space limit smaller than the arenas (ulimit -v, far below the
+    RAM) the message states the arenas' sizes and the limit: it said "11.5 GiB, more than this
+    machine has (23.5 GiB)", which was neither."""
+    code = """
+import resource, numpy as np
+import nnjit as nn
+X, y = np.zeros((256, 4), np.float32), np.zeros(256, np.int64)
+nn.Trainer(nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))).fit(X, y, epochs=1, verbose=False)
+with open("/proc/self/status") as f:
+    mapped = next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmSize:"))
+resource.setrlimit(resource.RLIMIT_AS, (mapped + 300 * 2**20, resource.RLIM_INFINITY))
+model = nn.Sequential(nn.Linear(4, 2**20, init_values=False), nn.Linear(2**20, 2))
+try:
+    nn.Trainer(model).fit(X, y, epochs=1, verbose=False, batch_size=256)
+except MemoryError as e:
+    print(e)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=600, cwd=str(ROOT))
+    assert re.search(r"^fit: batch_size: batches of 256 rows need [\d.]+ GiB \([\d.]+ GiB of "
+                     r"values, [\d.]+ GiB of gradients\) of arena memory for Sequential; allocating them "
+                     r"failed: this process may map [\d.]+ [GM]iB \(ulimit -v\), [\d.]+ [GM]iB of "
+                     r"it already mapped; .*the machine has [\d.]+ GiB of its [\d.]+ GiB of RAM "
+                     r"available\. Use a smaller batch_size$", out.stdout.strip()), out.stdout + out.stderr
 
 
 def test_a_huge_epoch_count_stopped_by_a_callback_grows_its_history():
