@@ -699,3 +699,16 @@ class OtherLoad:
             self.seconds = max(0.0, (b1 - self._b0) - (time.process_time() - self._c0))
             self.cores = self.seconds / wall
         return False
+
+
+def guarded(fn, *args) -> dict:
+    """A benchmark section's result, or ``{"error": ...}`` so that one failing section does not
+    hide the others (the traceback goes to stderr; the error reaches the table, the JSON and the
+    exit status)."""
+    try:
+        return fn(*args)
+    except Exception as e:
+        import traceback
+
+        print(traceback.format_exc(), file=sys.stderr, flush=True)
+        return {"error": f"{type(e).__name__}: {e}"}

@@ -58,6 +58,7 @@ import time
 import numpy as np
 
 from benchmarks._common import (
+    guarded,
     REPO_ROOT,
     RESULT_MARKER,
     Stopwatch,
@@ -809,17 +810,6 @@ def _warnings(res: dict) -> list[str]:
     return out
 
 
-def _guarded(fn, *args) -> dict:
-    """A section's result, or ``{"error": ...}`` so one failing row does not hide the others."""
-    try:
-        return fn(*args)
-    except Exception as e:  # reported in the table, the JSON and the exit status
-        import traceback
-
-        log(traceback.format_exc())
-        return {"error": f"{type(e).__name__}: {e}"}
-
-
 # -- main ----------------------------------------------------------------------------------------
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(prog="python -m benchmarks.cnn", description=__doc__,
@@ -869,12 +859,12 @@ def main(argv=None) -> dict:
                 res[key] = {"skipped": "not in --only"}
                 continue
             log(title)
-            res[key] = _guarded(section, *section_args, args.quick)
+            res[key] = guarded(section, *section_args, args.quick)
     if args.quick or args.no_compile or "compile" not in only:
         res["compile"] = None
     else:
         log("7. cold compile (fresh process, empty cache)")
-        res["compile"] = _guarded(compile_section, out_path(args.out, "cnn"))
+        res["compile"] = guarded(compile_section, out_path(args.out, "cnn"))
     res["targets"] = targets(res)
     res["environment"] = environment_info(
         loadavg_before=load_before, loadavg_after=loadavg(), pinned=pinned,

@@ -15,7 +15,8 @@ epoch by epoch, so machine drift spreads over both):
    clipped to 8..50), batch 32. nnjit takes ``(tokens, lengths)``; PyTorch packs each batch
    (``pack_padded_sequence(..., enforce_sorted=False)``), the way to give it variable lengths.
    Each sequence holds 3 or 5 sentiment words (of 25 positive, 25 negative) among random
-   tokens; the label is their majority. Targets: >= 3x PyTorch per epoch, test accuracy within 2 points.
+   tokens; the label is their majority. Targets: >= 3x PyTorch per epoch, test accuracy within 2
+   points.
 2. One-step-ahead forecasting: ``GRU(8, 64) -> last state -> Linear(64, 8)`` on windows of 100
    steps of an 8-channel series (sums of sines with noise, standardised), batch 64, MSE.
    Target: >= 3x PyTorch per epoch; test MSE reported for both.
@@ -40,6 +41,7 @@ import time
 import numpy as np
 
 from benchmarks._common import (
+    guarded,
     REPO_ROOT,
     RESULT_MARKER,
     Stopwatch,
@@ -322,7 +324,8 @@ for name, (build, data, loss) in models.items():
     t0, c0 = time.perf_counter(), time.process_time()
     trainer.fit(nnjit.DataLoader(X, data["y"], batch_size=16), epochs=1, n_iter_no_change=None,
                 verbose=0)
-    out[name] = {"first_fit_s": time.perf_counter() - t0, "first_fit_cpu_s": time.process_time() - c0,
+    out[name] = {"first_fit_s": time.perf_counter() - t0,
+                 "first_fit_cpu_s": time.process_time() - c0,
                  "families": [f.name for f in trainer.program.families if not f.core]}
 emit_result(out)
 """
@@ -404,16 +407,6 @@ def _warnings(res: dict) -> list[str]:
     return [x for x in w if x]
 
 
-def _guarded(fn, *args) -> dict:
-    try:
-        return fn(*args)
-    except Exception as e:  # reported in the table, the JSON and the exit status
-        import traceback
-
-        log(traceback.format_exc())
-        return {"error": f"{type(e).__name__}: {e}"}
-
-
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(prog="python -m benchmarks.rnn", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -450,14 +443,14 @@ def main(argv=None) -> dict:
                                ("forecast", "2. GRU forecaster", forecast_section)):
             if key in only:
                 log(title)
-                res[key] = _guarded(fn, nnjit, torch, args.quick)
+                res[key] = guarded(fn, nnjit, torch, args.quick)
             else:
                 res[key] = {"skipped": "not in --only"}
     if args.quick or "compile" not in only:
         res["compile"] = None
     else:
         log("4. cold compile (fresh process, empty cache)")
-        res["compile"] = _guarded(compile_section)
+        res["compile"] = guarded(compile_section)
     res["targets"] = targets(res)
     res["environment"] = environment_info(
         loadavg_before=load_before, loadavg_after=loadavg(), pinned=pinned,
