@@ -50,7 +50,7 @@ ESTIMATED_SECONDS = {
     "the embedding family": 1,
     "the joining family": 1,
     "the recurrent family": 13,
-    "the sparse family": 2,
+    "the sparse family": 3,
     "the graph family": 7,
     "the graph batch loader": 2,
     "the batch loader": 1,

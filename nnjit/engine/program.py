@@ -37,10 +37,6 @@ if _LAYOUT_ORDER != tuple(range(fields.LAYOUT_HEAD)):
 
 # the arena, whose dtype names the build, is execute's argument ``values``
 compile_notice.watch(it.execute, "the training loop", LoopArrays._fields.index("values"))
-# The sparse family's measured compile time (issue 23), added here rather than in
-# compile_notice's table: that file is one the training loop's cache entry reads, and a family
-# added later must not make every user compile the loop again.
-compile_notice.ESTIMATED_SECONDS.setdefault("the sparse family", 3)
 
 
 def _input_entries(inputs) -> list[int]:
