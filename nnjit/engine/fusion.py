@@ -16,14 +16,17 @@ follow the rewritten order.
   :func:`nnjit.kernels.normalization.batch_norm_train_forward`) and its backward counts the
   output gradient only where that output is positive: the ReLU's two passes go. Done before the
   pool rewrite, so a batch norm, ReLU and max pool keep the ReLU in the batch norm.
-* **An activation in place after a dense layer.** A ReLU, tanh or sigmoid (whose backward reads
-  its output only) that is a dense layer's one reader runs in place: the dense layer writes the
-  activation's output slot and the activation overwrites it, forward; backward, its gradient
-  turns the output's gradient into the dense output's in the same slot (scikit-learn's MLP
-  keeps one activation and one delta per layer the same way). The dense layer's backward reads
-  only its input, weight and output gradient, so nothing reads the overwritten values.
-  :func:`overwrite_in_place` then makes that backward write an overwrite. The dense output's
-  slot, read by nothing any more, takes no arena space.
+* **A large activation in place after a dense layer.** A ReLU, tanh or sigmoid (whose backward
+  reads its output only) that is a dense layer's one reader, on a batch of at least
+  :data:`IN_PLACE_MIN_BYTES`, runs in place: the dense layer writes the activation's output slot
+  and the activation overwrites it, forward; backward, its gradient turns the output's gradient
+  into the dense output's in the same slot (scikit-learn's MLP keeps one activation and one
+  delta per layer the same way). The dense layer's backward reads only its input, weight and
+  output gradient, so nothing reads the overwritten values. :func:`overwrite_in_place` then
+  makes that backward write an overwrite. The dense output's slot, read by nothing any more,
+  takes no arena space. Smaller activations keep their two slots: the elementwise kernels
+  vectorise behind a runtime check that their input and output do not overlap, and called in
+  place they run their scalar loop, up to 3x slower (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ __all__ = ["fuse", "overwrite_in_place"]
 #: Activations whose backward reads their output only (nnjit.kernels.elementwise): they may
 #: overwrite their input.
 _IN_PLACE = frozenset(OPCODE_OF[name] for name in ("RELU", "TANH", "SIGMOID"))
+#: The smallest activation (largest batch's rows x columns x itemsize) run in place: where the
+#: memory an arena saves outweighs the kernels' scalar loop (docs/performance.md, issue 23).
+IN_PLACE_MIN_BYTES = 256 * 2**20
 
 
 def fuse(tape, keep: set[int]) -> int:
@@ -99,11 +105,13 @@ def _relu_into_max_pool(tape, keep: set[int]) -> int:
 
 
 def _activations_in_place(tape, keep: set[int]) -> None:
-    dense = OPCODE_OF["DENSE"]
+    dense, itemsize = OPCODE_OF["DENSE"], tape.dtype.itemsize
     for opcode in _IN_PLACE:
         for j, k in _chains(tape.nodes, keep, dense, opcode):
             layer, activation = tape.nodes[j], tape.nodes[k]
             unread = layer.out
+            if tape.slots[unread].size * itemsize < IN_PLACE_MIN_BYTES:
+                continue
             layer.out = activation.inputs[0] = activation.out
             # the dense output's slot is read and written by nothing now: no arena space
             tape.slots[unread] = dataclasses.replace(tape.slots[unread], rows=0, batch=False,

@@ -1,6 +1,7 @@
-"""A ReLU, tanh or sigmoid read after a dense layer runs in place (nnjit.engine.fusion): one
-activation slot and one gradient slot per hidden layer, as scikit-learn's MLP keeps them, and
-the same values and gradients as the two-slot program."""
+"""A large ReLU, tanh or sigmoid read after a dense layer runs in place (nnjit.engine.fusion):
+one activation slot and one gradient slot per hidden layer, as scikit-learn's MLP keeps them,
+and the same values and gradients as the two-slot program. The tests lower the size from which
+the rewrite applies (fusion.IN_PLACE_MIN_BYTES) to their small models, but the last one."""
 
 from __future__ import annotations
 
@@ -17,6 +18,15 @@ F64 = np.float64
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(24, 5))
 Y = RNG.normal(size=(24, 2))
+
+
+@pytest.fixture(autouse=True)
+def _any_size(request, monkeypatch):
+    if "default_size" not in request.node.name:
+        monkeypatch.setattr(fusion, "IN_PLACE_MIN_BYTES", 0)
+        program_cache.clear()  # (layouts made under another rule)
+    yield
+    program_cache.clear()
 
 
 def _trainer(model, **kw):
@@ -121,4 +131,14 @@ def test_only_activations_whose_backward_reads_the_output_run_in_place():
     model = nn.Sequential(nn.Linear(5, 6), nn.ELU(), nn.Linear(6, 2))  # ELU reads its input
     trainer = _trainer(model)
     trainer.gradients(X, Y)
+    assert not any(n.inputs and n.inputs[0] == n.out for n in trainer.program.nodes)
+
+
+def test_a_small_activation_keeps_its_two_slots_at_the_default_size():
+    """Below IN_PLACE_MIN_BYTES the activation writes its own slot: its kernels vectorise only
+    when input and output differ, and its memory is small."""
+    nn.set_seed(5)
+    trainer = _trainer(nn.Sequential(nn.Linear(5, 40), nn.ReLU(), nn.Linear(40, 2)))
+    trainer.gradients(X, Y)
+    assert 24 * 40 * 8 < fusion.IN_PLACE_MIN_BYTES
     assert not any(n.inputs and n.inputs[0] == n.out for n in trainer.program.nodes)
