@@ -435,7 +435,9 @@ class Module:
 
     def summary(self, input_shape=None, *, graph=None, dtypes=None) -> None:
         """Print a table of the layers (Keras' ``model.summary()``): each module's dotted path,
-        type, output shape (``None`` is the batch dimension) and parameter count (its
+        type, output shape (``None`` is the batch dimension; a module returning a tuple, as
+        an LSTM's ``(output, (h_n, c_n))``, shows its shapes in brackets, nested as returned)
+        and parameter count (its
         sub-modules' included, so a container's row repeats its layers'), then the totals.
         :meth:`summary_str` returns the same text.
 

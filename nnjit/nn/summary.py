@@ -117,12 +117,26 @@ def _traced_shapes(model, walk: ModelWalk, input_shape, graph, dtypes=None):
                    note_outputs=True)  # (nothing laid out, nothing compiled)
     shapes: dict[int, str] = {}
     for key, out in traced.module_outputs.items():
-        if isinstance(out, Tensor):
-            rows = "None" if graph is None and out.spec.batch else str(int(out.rows))
-            shapes[key] = "(" + ", ".join([rows, *map(str, out.dims)]) + ")"
+        shape = _shape_text(out, graph is None)
+        if shape is not None:
+            shapes[key] = shape
     desc = (f"a graph of {graph.num_nodes} nodes with {specs} features" if graph is not None
             else _describe(specs))
     return shapes, None, desc
+
+
+def _shape_text(out, batch_free: bool) -> str | None:
+    """A module's output shape: ``(None, 8)`` for a tensor, the shapes of a tuple (an RNN's
+    ``(output, h_n)``, an LSTM's ``(output, (h_n, c_n))``) in the same nesting; None for
+    anything else."""
+    if isinstance(out, Tensor):
+        rows = "None" if batch_free and out.spec.batch else str(int(out.rows))
+        return "(" + ", ".join([rows, *map(str, out.dims)]) + ")"
+    if isinstance(out, (tuple, list)) and out:
+        parts = [_shape_text(o, batch_free) for o in out]
+        if all(p is not None for p in parts):
+            return "[" + ", ".join(parts) + "]"
+    return None
 
 
 def _describe(specs) -> str:

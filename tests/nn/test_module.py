@@ -223,6 +223,34 @@ def test_summary_of_a_gcn():
     assert f"Total params: {model.num_parameters():,}" in without
 
 
+def test_summary_shows_the_shapes_of_tuple_outputs():
+    """An RNN returns (output, h_n), an LSTM (output, (h_n, c_n)) and an LSTMCell (h, c): the
+    table shows each tensor's shape, nested as returned, not "-"."""
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(50, 8)
+            self.lstm = nn.LSTM(8, 16, batch_first=True)
+            self.gru = nn.GRU(16, 4, num_layers=2, bidirectional=True)
+            self.cell = nn.LSTMCell(8, 6)
+            self.fc = nn.Linear(16 + 6, 2)
+
+        def forward(self, tokens, lengths):
+            x = self.emb(tokens)
+            out, (h, c) = self.lstm(x, lengths=lengths)
+            self.gru(out)
+            h_cell, _ = self.cell(x.flatten()[:, :8])
+            return self.fc(nn.functional.cat([h.view(-1, 16), h_cell], dim=1))
+
+    text = Tagger().summary_str(input_shape=((None, 12), (None, 1)), dtypes=(int, int))
+    assert re.search(r"^lstm +LSTM +\[\(None, 12, 16\), \[\(None, 1, 16\), \(None, 1, 16\)\]\]"
+                     r" +1,664$", text, re.M), text
+    assert re.search(r"^gru +GRU +\[\(None, 12, 8\), \(None, 4, 4\)\] +864$", text, re.M), text
+    assert re.search(r"^cell +LSTMCell +\[\(None, 6\), \(None, 6\)\] ", text, re.M), text
+    assert " - " not in text
+
+
 def test_parameter_copies_unless_told_not_to():
     data = np.zeros((3, 2), dtype=np.float64)
     assert nn.Parameter(data).data is not data
