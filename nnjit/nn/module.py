@@ -437,8 +437,8 @@ class Module:
         """Print a table of the layers (Keras' ``model.summary()``): each module's dotted path,
         type, output shape (``None`` is the batch dimension; a module returning a tuple, as
         an LSTM's ``(output, (h_n, c_n))``, shows its shapes in brackets, nested as returned)
-        and parameter count (its
-        sub-modules' included, so a container's row repeats its layers'), then the totals.
+        and parameter count (its sub-modules' included, so a container's row repeats its
+        layers'), then the totals.
         :meth:`summary_str` returns the same text.
 
         Args:
