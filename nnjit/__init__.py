@@ -13,6 +13,8 @@ from nnjit.data.graph import Graph as Graph
 from nnjit.data.images import ImageDataset as ImageDataset
 from nnjit.data.loader import DataLoader as DataLoader
 from nnjit.data.neighbor_loader import NeighborLoader as NeighborLoader
+from nnjit.data.sequences import SequenceDataset as SequenceDataset
+from nnjit.data.vocabulary import Vocabulary as Vocabulary
 from nnjit.engine.status import BadInputError as BadInputError
 from nnjit.engine.status import TrainingDivergedError as TrainingDivergedError
 from nnjit.engine.status import UnknownOpcodeError as UnknownOpcodeError
@@ -133,6 +135,7 @@ __all__ = [
     "RNNCell",
     "SELU",
     "SGD",
+    "SequenceDataset",
     "Sequential",
     "Sigmoid",
     "SigmoidLayer",
@@ -148,6 +151,7 @@ __all__ = [
     "TrainerBusyError",
     "TrainingDivergedError",
     "UnknownOpcodeError",
+    "Vocabulary",
     "Adadelta",
     "Adagrad",
     "Adam",

@@ -18,6 +18,7 @@ from nnjit.data.images import ImageDataset
 from nnjit.data.inputs import spec_mismatch
 from nnjit.data.loader import DataLoader
 from nnjit.data.neighbor_loader import NeighborLoader
+from nnjit.data.sequences import SequenceDataset
 
 _EMPTIES: dict = {}
 _GRAPH_TRAIN = (Graph, NeighborLoader)  # training data that is a graph
@@ -35,9 +36,10 @@ def empty_rows(dtype, cols: int | None) -> np.ndarray:
 
 
 def as_loader(data, y, where: str, batch_size=None) -> DataLoader:
-    """``data`` (a DataLoader, a Graph, an ImageDataset, ``(X, y)`` or X with ``y``; X one array
-    or a tuple of them, one per model input) as a DataLoader; arrays and ImageDatasets get
-    ``batch_size`` rows per batch (a number, ``batch_size(n_rows)``, or 256) and no shuffling."""
+    """``data`` (a DataLoader, a Graph, an ImageDataset or SequenceDataset, ``(X, y)`` or X with
+    ``y``; X one array or a tuple of them, one per model input) as a DataLoader; arrays and
+    datasets get ``batch_size`` rows per batch (a number, ``batch_size(n_rows)``, or 256) and no
+    shuffling."""
     if isinstance(data, Graph):  # full batch; y names the mask the loss counts
         return FullBatch(data, y if y is not None else (
             "train" if data.train_mask is not None else None))
@@ -45,7 +47,7 @@ def as_loader(data, y, where: str, batch_size=None) -> DataLoader:
         if y is not None:
             raise ValueError(f"{where}: pass targets inside the DataLoader, not as y")
         return data
-    if isinstance(data, ImageDataset):  # its images and labels, batched as arrays are
+    if isinstance(data, (ImageDataset, SequenceDataset)):  # inputs and labels, as arrays are
         size = batch_size(len(data)) if callable(batch_size) else (batch_size or 256)
         return DataLoader(data, y, batch_size=size, shuffle=False)
     if isinstance(data, tuple) and len(data) == 2 and y is None:

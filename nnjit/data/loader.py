@@ -24,6 +24,7 @@ from nnjit.checks import Int
 from nnjit.data.augment import check_augment
 from nnjit.data.images import ImageDataset
 from nnjit.data.inputs import InputSpec, Inputs, all_finite, to_arena
+from nnjit.data.sequences import SequenceDataset
 
 __all__ = ["DataLoader", "all_finite", "check_features", "check_targets", "to_arena"]
 
@@ -42,14 +43,20 @@ class DataLoader:
             batches of image data; None: the ImageDataset's own; False: none (validation never
             augments).
 
-    ``X`` may be an :class:`~nnjit.data.ImageDataset` (then without ``y``: it holds its labels).
+    ``X`` may be an :class:`~nnjit.data.ImageDataset` or a :class:`~nnjit.data.SequenceDataset`
+    (then without ``y``: it holds its labels; a SequenceDataset's inputs are ``(tokens,
+    lengths)``).
     """
 
     def __init__(self, X, y=None, batch_size: int = 32, shuffle: bool = True,
                  drop_last: bool = False, augment=None):
         Int(min=1).check("DataLoader: batch_size", batch_size)
         image_dims = None  # (C, H, W) when the rows are images
-        if isinstance(X, ImageDataset):
+        if isinstance(X, SequenceDataset):
+            if y is not None:
+                raise ValueError("DataLoader: a SequenceDataset holds its labels: pass no y")
+            X, y = X.inputs, X.labels
+        elif isinstance(X, ImageDataset):
             if y is not None:
                 raise ValueError("DataLoader: an ImageDataset holds its labels: pass no y")
             dataset, augment = X, X.augment if augment is None else augment

@@ -20,11 +20,13 @@ from nnjit.data.graph import Graph
 from nnjit.data.images import ImageDataset
 from nnjit.data.loader import DataLoader
 from nnjit.data.neighbor_loader import NeighborLoader
+from nnjit.data.sequences import SequenceDataset
 
 DEFAULT_EPOCHS = 100
 KERAS_BATCH_SIZE = 32  # fit(X, y)'s batch size when none is given (Keras' default)
 
-_LOADERS = (DataLoader, Graph, FullBatch, NeighborLoader, ImageDataset)
+_LOADERS = (DataLoader, Graph, FullBatch, NeighborLoader, ImageDataset, SequenceDataset)
+_DATASETS = (ImageDataset, SequenceDataset)  # (hold their labels; fit(dataset, batch_size=))
 _BATCH_SIZE = Int(min=1, none_ok=True, says="an int >= 1 or None")
 _SHUFFLE = Bool(none_ok=True)
 _HOW = ("pass fit(X, y, epochs=..., val=(X_val, y_val)) with arrays, or fit(loader, "
@@ -59,6 +61,8 @@ def fit_arguments(train, y, epochs, val, batch_size, shuffle, validation_data=No
         if isinstance(train, tuple) and len(train) == 2 and not isinstance(
                 train[1], _LOADERS) and (batch_size is not None or shuffle is not None):
             return _loader(train[0], train[1], batch_size, shuffle, full_batch), epochs, val
+        if isinstance(train, _DATASETS) and (batch_size is not None or shuffle is not None):
+            return _loader(train, None, batch_size, shuffle, full_batch), epochs, val
         _refuse_loader_options(train, batch_size, shuffle)
         return train, epochs, val
     if _is_number(y):  # the older order: fit(train, epochs, val)

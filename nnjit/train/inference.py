@@ -17,6 +17,7 @@ from nnjit.data.adapt import as_loader
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
 from nnjit.data.images import ImageDataset
+from nnjit.data.sequences import SequenceDataset
 from nnjit.data.inputs import Inputs
 from nnjit.data.loader import DataLoader
 from nnjit.engine import fields
@@ -64,15 +65,17 @@ class InferenceMethods:
 
     def _inference_input(self, data, what: str, targets=None) -> np.ndarray:
         """``data`` (an array, a tuple of arrays (one per input), their checked
-        :class:`~nnjit.data.inputs.Inputs`, an ImageDataset, a Graph or a FullBatch) as the
-        batch input in the arena dtype, with the model laid out for it if it is not yet;
-        ``targets(n_outputs)``, when given, sets the target width of a first layout
+        :class:`~nnjit.data.inputs.Inputs`, an Image- or SequenceDataset, a Graph or a
+        FullBatch) as the batch input in the arena dtype, with the model laid out for it if it
+        is not yet; ``targets(n_outputs)``, when given, sets the target width of a first layout
         (evaluate)."""
         graph_x = self._graph_features(data, what)
         if graph_x is not None:
             return graph_x
         if isinstance(data, ImageDataset):  # (its labels are not an input)
             data = data.images
+        elif isinstance(data, SequenceDataset):
+            data = data.inputs
         inputs = data if isinstance(data, Inputs) else Inputs(data, f"{what}: X")
         if self.program is None:
             self._use_graph(None)  # (a graph model's trace refuses the array, saying so)
