@@ -1,6 +1,7 @@
 """``Trainer.fit`` with :class:`~nnjit.optim.lbfgs.LBFGS`: one full-batch step per epoch.
 
-A PyTorch user calls ``optimizer.step(closure)`` once per epoch over the whole training set;
+A PyTorch user calls ``optimizer.step(closure)`` once per epoch over the whole training set (a
+graph: every node, the loss on the train mask's; a FullBatch, as the compiled loop trains it);
 here each epoch is :func:`~nnjit.optim.lbfgs_step.lbfgs_step`, whose closure is one run of the
 compiled loop's GRADIENT task over every row (forward, loss, backward, without the GIL; the
 trainer's regularizer adds its penalty to the loss and the gradient as a fit's step does). Python
@@ -35,9 +36,10 @@ _NONE = np.zeros(0, dtype=np.float64)  # (no plateau rule)
 def _refuse(plan, data, augmented: bool, distributed: bool) -> None:
     """ValueError naming the argument for what a full-batch LBFGS fit does not take."""
     n = len(data.X)
-    if data.sampled or data.structure is not None:
-        raise ValueError("fit: LBFGS trains on arrays (one batch of every row); graph data is "
-                         "not supported with it yet")
+    if data.sampled:
+        raise ValueError("fit: LBFGS steps on the whole training set at once; a NeighborLoader's "
+                         "sampled batches are not that: pass the Graph itself (full-graph "
+                         "training)")
     if data.train.batch_size < n:
         raise ValueError(f"fit: LBFGS takes one step per epoch over every training row, but "
                          f"batch_size={data.train.batch_size} splits the {n} rows into batches; "
