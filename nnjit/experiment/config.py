@@ -103,11 +103,29 @@ class ModelConfig(Config):
 
 # -- optimizer -----------------------------------------------------------------------------------
 #: OptimizerConfig fields passed to the optimizer's constructor when its signature takes them.
-_OPTIMIZER_ARGS = ("weight_decay", "betas", "eps", "momentum", "nesterov")
+_OPTIMIZER_ARGS = ("weight_decay", "betas", "eps", "momentum", "nesterov", "max_iter", "max_eval",
+                   "tolerance_grad", "tolerance_change", "history_size", "line_search_fn")
+
+#: The learning rate of a config that gives none: 1e-3, but torch's 1 for LBFGS, whose step
+#: length is searched (or fixed at lr) along a quasi-Newton direction.
+_DEFAULT_LR = {"lbfgs": 1.0}
+
+
+def default_lr(kind: Optims) -> float:
+    """The learning rate an :class:`OptimizerConfig` of ``kind`` has when it gives none."""
+    return _DEFAULT_LR.get(kind.value, 1e-3)
 
 
 def _accepts(kind: Optims, arg: str) -> bool:
     return arg in inspect.signature(kind.builder).parameters
+
+
+#: LBFGS's fields (None: LBFGS's own default; the optimizer checks cross-field rules).
+_LBFGS_FIELDS = {"max_iter": Int(min=1, none_ok=True), "max_eval": Int(min=1, none_ok=True),
+                 "tolerance_grad": Real(min=0, none_ok=True),
+                 "tolerance_change": Real(min=0, none_ok=True),
+                 "history_size": Int(min=1, none_ok=True),
+                 "line_search_fn": Choice("strong_wolfe", none_ok=True)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,7 +137,8 @@ class OptimizerConfig(Config):
 
     Args:
         kind: an :class:`Optims` member or name (default ``"adam"``).
-        lr: learning rate (> 0, default 1e-3 for every kind).
+        lr: learning rate (> 0); default 1e-3 for every kind but ``lbfgs`` (1, as torch's).
+            A rate at its kind's default is left out of :meth:`state` (and of the run id).
         weight_decay: L2 (AdamW: decoupled) coefficient >= 0; ``None`` (default) keeps the
             optimizer's own default (0.01 for AdamW, 0 for the others).
         betas: Adam/AdamW :math:`(\\beta_1, \\beta_2)`, each in [0, 1) (default (0.9, 0.999)).
@@ -128,10 +147,21 @@ class OptimizerConfig(Config):
         nesterov: SGD Nesterov momentum (default False).
         grad_clip_norm: clip the global gradient norm to this (> 0); ``None`` (default): off.
         accumulation_steps: batches whose gradients are summed per optimizer step (int >= 1).
+        max_iter: ``lbfgs`` only, as the next five (:class:`nnjit.LBFGS`'s arguments; ``None``,
+            the default, keeps LBFGS's own): iterations per step (int >= 1, LBFGS: 20).
+        max_eval: loss evaluations per step (int >= 1; LBFGS: ``max_iter * 5 // 4``).
+        tolerance_grad: end a step when the gradient's largest entry is at most this (>= 0).
+        tolerance_change: end a step when the loss or the parameters change less (>= 0).
+        history_size: the curvature pairs kept (int >= 1, LBFGS: 100).
+        line_search_fn: ``"strong_wolfe"``, or ``None`` for steps of length ``lr``.
+
+    An ``lbfgs`` run trains full batch, one step per epoch: its ``train.batch_size`` left at the
+    default means every training row in one batch, and it takes no ``grad_clip_norm``,
+    ``accumulation_steps`` or scheduler.
     """
 
     kind: Optims = Optims.ADAM
-    lr: float = 1e-3
+    lr: float | None = None
     weight_decay: float | None = None
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
@@ -139,9 +169,17 @@ class OptimizerConfig(Config):
     nesterov: bool = False
     grad_clip_norm: float | None = None
     accumulation_steps: int = 1
+    max_iter: int | None = None
+    max_eval: int | None = None
+    tolerance_grad: float | None = None
+    tolerance_change: float | None = None
+    history_size: int | None = None
+    line_search_fn: str | None = None
 
     def __post_init__(self):
         self._enum("kind", Optims)
+        if self.lr is None:
+            self._set("lr", default_lr(self.kind))
         self._param("lr", Real(gt=0))
         self._param("weight_decay", Real(min=0, none_ok=True))
         betas = self.betas
@@ -157,6 +195,14 @@ class OptimizerConfig(Config):
         self._param("nesterov", Bool())
         self._param("grad_clip_norm", Real(gt=0, none_ok=True))
         self._param("accumulation_steps", Int(min=1))
+        for name, rule in _LBFGS_FIELDS.items():
+            self._param(name, rule)
+        if self.kind.builder.full_batch:
+            for name, off in (("grad_clip_norm", None), ("accumulation_steps", 1)):
+                if getattr(self, name) != off:
+                    raise ValueError(f"OptimizerConfig.{name} does not apply to kind "
+                                     f"{self.kind.value!r} (its steps search their own length "
+                                     "over the full batch)")
         defaults = {f.name: field_default(f) for f in fields(self)}
         for arg in _OPTIMIZER_ARGS:
             if getattr(self, arg) != defaults[arg] and not _accepts(self.kind, arg):
@@ -167,6 +213,19 @@ class OptimizerConfig(Config):
             self.build()
         except (ValueError, TypeError) as e:
             raise ValueError(f"OptimizerConfig: {e}") from None
+
+    @property
+    def full_batch(self) -> bool:
+        """Whether the optimizer steps on every training row at once (``lbfgs``)."""
+        return bool(self.kind.builder.full_batch)
+
+    def state(self, full: bool = False) -> dict[str, Any]:
+        """As :meth:`Config.state`; ``lr`` at its kind's default (:func:`default_lr`) is a
+        default, left out."""
+        out = super().state(full)
+        if not full and self.lr == default_lr(self.kind):
+            out.pop("lr", None)
+        return out
 
     def optimizer_kwargs(self) -> dict[str, Any]:
         """The constructor arguments of the optimizer this config builds."""
@@ -262,7 +321,9 @@ class TrainConfig(Config):
 
     Args:
         epochs: maximum number of epochs (int >= 1, default 100).
-        batch_size: rows per batch (int >= 1, default 32).
+        batch_size: rows per batch (int >= 1, default 32); ``None``: every training row in
+            one batch (full batch). For a full-batch optimizer (``lbfgs``) the default means
+            ``None``.
         seed: seed for initialisation, shuffling and dropout (int >= 0, default 0).
         shuffle: reshuffle the training rows every epoch (default True).
         monitor: logged metric for early stopping and BEST, e.g. ``"val_loss"``; ``None``
@@ -279,7 +340,7 @@ class TrainConfig(Config):
     """
 
     epochs: int = 100
-    batch_size: int = 32
+    batch_size: int | None = 32
     seed: int = 0
     shuffle: bool = True
     monitor: str | None = None
@@ -291,7 +352,8 @@ class TrainConfig(Config):
 
     def __post_init__(self):
         self._param("epochs", Int(min=1))
-        self._param("batch_size", Int(min=1))
+        self._param("batch_size", Int(min=1, none_ok=True, says="an int >= 1, or null for "
+                                     "every training row in one batch"))
         self._param("seed", Int(min=0))
         self._param("shuffle", Bool())
         if self.monitor is not None and (not isinstance(self.monitor, str)
@@ -343,6 +405,15 @@ class RunConfig(Config):
     train: TrainConfig = field(default_factory=TrainConfig)
     data: str | None = None
 
+    def rows_per_batch(self, n_rows: int) -> int:
+        """The training batch size for ``n_rows`` training rows: ``train.batch_size``, every row
+        when it is None, and for a full-batch optimizer (``lbfgs``) when it is the default."""
+        size = self.train.batch_size
+        default = field_default(next(f for f in fields(TrainConfig) if f.name == "batch_size"))
+        if size is None or (self.optimizer.full_batch and size == default):
+            return max(int(n_rows), 1)
+        return size
+
     def __post_init__(self):
         self._config("model", ModelConfig)
         self._config("optimizer", OptimizerConfig)
@@ -351,6 +422,10 @@ class RunConfig(Config):
         if self.data is not None and (not isinstance(self.data, str) or not self.data.strip()):
             raise ValueError(f"RunConfig.data must be None or a data set name or path, got "
                              f"{excerpt(self.data)}")
+        if self.optimizer.full_batch and self.scheduler is not None:
+            raise ValueError(f"RunConfig.scheduler does not apply to optimizer kind "
+                             f"{self.optimizer.kind.value!r} (its steps search their own "
+                             "length); remove the scheduler section")
         s, epochs = self.scheduler, self.train.epochs
         if s is not None and s.kind is Schedulers.LINEAR_WARMUP and s.total_epochs is None \
                 and s.warmup_epochs >= epochs:

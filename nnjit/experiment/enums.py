@@ -20,7 +20,18 @@ from nnjit.checks import Int
 from nnjit.experiment.builder_enum import BuilderEnum
 from nnjit.experiment.nets import Activations, Nets
 from nnjit.losses import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
-from nnjit.optim import SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, NAdam, RAdam, RMSprop
+from nnjit.optim import (
+    LBFGS,
+    SGD,
+    Adadelta,
+    Adagrad,
+    Adam,
+    Adamax,
+    AdamW,
+    NAdam,
+    RAdam,
+    RMSprop,
+)
 
 __all__ = ["Activations", "BuilderEnum", "Checkpoints", "Devices", "Losses", "Nets", "Optims",
            "Schedulers"]
@@ -47,6 +58,7 @@ class Optims(BuilderEnum):
     ADAMAX = "adamax", Adamax
     NADAM = "nadam", NAdam
     RADAM = "radam", RAdam
+    LBFGS = "lbfgs", LBFGS  # (full batch: one step per epoch over every training row)
 
 
 class Schedulers(BuilderEnum):

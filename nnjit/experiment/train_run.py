@@ -158,8 +158,8 @@ def train_run(config: RunConfig, X, y, X_val=None, y_val=None, root="runs", *,
     if monitor in MONITORS and (has_val or not monitor.startswith("val_")):
         kwargs.setdefault("monitor", monitor)
     scheduler = config.scheduler.build() if config.scheduler is not None else None
-    loader = graph if graph is not None else DataLoader(X, y, batch_size=tc.batch_size,
-                                                         shuffle=tc.shuffle)
+    loader = graph if graph is not None else DataLoader(
+        X, y, batch_size=config.rows_per_batch(_n_rows(X)), shuffle=tc.shuffle)
     # Callbacks with a state (EarlyStopping, ...) see each epoch before the run writes its
     # checkpoints, so LAST holds their state after that epoch; the others run after the run's.
     callbacks = list(callbacks)
@@ -205,3 +205,9 @@ def _epochs(value) -> int:
 def _has_state(callback) -> bool:
     return isinstance(callback, Callback) and type(callback).state is not Callback.state
 
+
+def _n_rows(X) -> int:
+    """The rows of ``X`` (an array, or a tuple of arrays: one per model input)."""
+    from nnjit.data.inputs import is_multi
+
+    return len(X[0] if is_multi(X) else X)
