@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import nnjit as nn
 from nnjit.experiment import Checkpoints
@@ -208,4 +209,32 @@ def test_digits_cnn_yaml_is_the_config_in_docs_layers():
     blocks = re.findall(r"^```yaml\n(.*?)^```", page, flags=re.M | re.S)
     assert len(blocks) == 1
     example = (ROOT / "examples" / "digits_cnn.yaml").read_text(encoding="utf-8")
+    assert RunConfig.from_yaml(blocks[0]) == RunConfig.from_yaml(example)
+
+
+# --- a recurrent net: the sequence config ---------------------------------------------------------
+
+
+def test_digits_lstm_config(tmp_path):
+    """examples/digits_lstm.yaml trains an LSTM through the installed nnjit train: each 64-value
+    Digits row is read as 8 steps of 8 pixels; the best checkpoint predicts as it validated."""
+    run = nnjit_train("digits_lstm.yaml", tmp_path)
+    history = run.history()
+    net = run.config.model.net
+    assert net.kind.value == "lstm" and net.in_shape == (8, 8) and net.hidden_size == 32
+    assert history["val_accuracy"].max() >= 0.9, history.tail()
+    data = run.load_data()
+    outputs = run.checkpoint_outputs(data.X_val, Checkpoints.BEST)
+    best = history.loc[history["val_loss"].idxmin()]
+    assert np.mean(outputs.argmax(1) == data.y_val) == pytest.approx(best["val_accuracy"])
+
+
+def test_digits_lstm_yaml_is_the_config_in_docs_sequences():
+    """docs/sequences.md shows examples/digits_lstm.yaml: the two stay one config."""
+    from nnjit.experiment import RunConfig
+
+    page = (ROOT / "docs" / "sequences.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```yaml\n(.*?)^```", page, flags=re.M | re.S)
+    assert len(blocks) == 1
+    example = (ROOT / "examples" / "digits_lstm.yaml").read_text(encoding="utf-8")
     assert RunConfig.from_yaml(blocks[0]) == RunConfig.from_yaml(example)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from nnjit.checks import Choice, Int, Real
+from nnjit.checks import Bool, Choice, Int, Real
 from nnjit.experiment.builder_enum import BuilderEnum
 from nnjit.experiment.config_base import Config, check_field
 from nnjit.experiment.conv_net import conv_output_shapes
@@ -35,7 +35,10 @@ from nnjit.nn.linear import INITS
 __all__ = ["Activations", "NetConfig", "Nets"]
 
 #: The ``cnn``-only fields at their defaults (other kinds must leave them there).
-_CNN_DEFAULTS = {"in_shape": None, "conv_channels": (), "kernel_size": 3, "padding": 0, "pool": 2}
+_CNN_DEFAULTS = {"conv_channels": (), "kernel_size": 3, "padding": 0, "pool": 2}
+
+#: The recurrent kinds' fields at their defaults (other kinds must leave them there).
+_RNN_DEFAULTS = {"hidden_size": None, "num_layers": 1, "bidirectional": False}
 
 #: A Conv2d padding: an int >= 0 (``"same"`` is checked apart).
 _PADDING = Int(min=0, says='an int >= 0 or "same"')
@@ -101,6 +104,22 @@ def _graph_builder(conv_name: str):
     return build
 
 
+def _recurrent_builder(kind: str):
+    def build(config=None, **fields):
+        """A :class:`~nnjit.experiment.recurrent_net.RecurrentNet` of this kind's layer from a
+        NetConfig (``in_shape: [steps, features]``, ``hidden_size``, ``num_layers``, ...)."""
+        from nnjit.experiment.recurrent_net import RecurrentNet
+
+        config = NetConfig(**fields) if config is None else config
+        if config.kind.value != kind:
+            raise ValueError(f"Nets.{kind.upper()}: the NetConfig is for kind "
+                             f"{config.kind.value!r}; build it with Nets.{config.kind.name} (or "
+                             "config.kind(config))")
+        return RecurrentNet(config)
+
+    return build
+
+
 def _build_cnn(config=None, **fields):
     """A :class:`~nnjit.experiment.conv_net.ConvNet` from a NetConfig of kind ``cnn``."""
     from nnjit.experiment.conv_net import ConvNet
@@ -114,14 +133,17 @@ def _build_cnn(config=None, **fields):
 
 class Nets(BuilderEnum):
     """Network architectures; ``Nets.MLP(net_config)`` builds the module. The ``GRAPH_*`` nets
-    train on a :class:`nnjit.Graph` (``forward(x, edges)``); ``CNN`` on rows holding images."""
+    train on a :class:`nnjit.Graph` (``forward(x, edges)``); ``CNN`` on rows holding images;
+    ``LSTM``, ``GRU`` and ``RNN`` on rows holding sequences (``steps x features``)."""
 
     MLP = "mlp", _build_mlp
     CNN = "cnn", _build_cnn
     GRAPH_CONV = "graph_conv", _graph_builder("GCNConv")
     GRAPH_SAGE = "graph_sage", _graph_builder("SAGEConv")
     GRAPH_ATT = "graph_att", _graph_builder("GATConv")
-
+    LSTM = "lstm", _recurrent_builder("lstm")
+    GRU = "gru", _recurrent_builder("gru")
+    RNN = "rnn", _recurrent_builder("rnn")
 
 
 # -- the network's shape -------------------------------------------------------------------------
@@ -142,8 +164,9 @@ class NetConfig(Config):
         heads: attention heads of the hidden layers of ``graph_att`` (default 1).
         aggr: neighbourhood aggregation of ``graph_sage``: ``"mean"`` (default), ``"max"``,
             ``"sum"``.
-        in_shape: ``cnn`` only (required there): the image shape ``[C, H, W]`` of a row;
-            ``in_dim`` must be ``C * H * W``.
+        in_shape: ``cnn``, ``lstm``, ``gru``, ``rnn`` only (required there): the image shape
+            ``[C, H, W]`` of a row, or a recurrent net's ``[steps, features]``; ``in_dim`` must
+            be their product.
         conv_channels: ``cnn`` only (required there): ``out_channels`` of each ``Conv2d``.
         kernel_size: ``cnn`` only: ``Conv2d`` kernel size, one int for every conv layer or one
             per layer (default 3).
@@ -151,11 +174,18 @@ class NetConfig(Config):
             (default 0).
         pool: ``cnn`` only: a ``MaxPool2d(pool)`` after each conv layer's activation; 1: none
             (default 2).
+        hidden_size: ``lstm``, ``gru``, ``rnn`` only (required there): the recurrent layer's
+            state size (int >= 1).
+        num_layers: ``lstm``, ``gru``, ``rnn`` only: stacked recurrent layers (default 1).
+        bidirectional: ``lstm``, ``gru``, ``rnn`` only: both directions (default False).
 
     Graph nets use ``dropout`` before every convolution (PyG's examples' layout). A ``cnn`` is
     ``Conv2d - activation - MaxPool2d`` per conv layer, then flatten, then ``hidden_dims`` as
     in an MLP (``Linear - activation [- Dropout]``) and the output ``Linear``; ``Conv2d`` layers
-    take PyTorch's initialisation, ``init`` applies to the ``Linear`` layers.
+    take PyTorch's initialisation, ``init`` applies to the ``Linear`` layers. A recurrent net
+    (:class:`~nnjit.experiment.recurrent_net.RecurrentNet`) reads a row as ``in_shape`` steps
+    with PyTorch's layer (``dropout`` between its layers too), then ``hidden_dims`` and the
+    output ``Linear`` on its top layer's final state.
     """
 
     kind: Nets = Nets.MLP
@@ -172,6 +202,9 @@ class NetConfig(Config):
     kernel_size: int | tuple[int, ...] = 3
     padding: int | str | tuple[int | str, ...] = 0
     pool: int = 2
+    hidden_size: int | None = None
+    num_layers: int = 1
+    bidirectional: bool = False
 
     def __post_init__(self):
         self._enum("kind", Nets)
@@ -189,15 +222,49 @@ class NetConfig(Config):
         self._param("init", Choice(*INITS))
         self._param("heads", Int(min=1))
         self._param("aggr", Choice(*AGGREGATIONS))
+        recurrent = self.kind in (Nets.LSTM, Nets.GRU, Nets.RNN)
         if self.kind is Nets.CNN:
             self._check_cnn()
-            return
-        for name, default in _CNN_DEFAULTS.items():
+        elif recurrent:
+            self._check_recurrent()
+        else:
+            self._unused({"in_shape": None}, "'cnn', 'lstm', 'gru', 'rnn'")
+        if self.kind is not Nets.CNN:
+            self._unused(_CNN_DEFAULTS, "'cnn'")
+        if not recurrent:
+            self._unused(_RNN_DEFAULTS, "'lstm', 'gru', 'rnn'")
+
+    def _unused(self, defaults: dict, kinds: str) -> None:
+        """ValueError unless the fields of ``defaults`` (which apply to ``kinds`` only) are at
+        their defaults."""
+        for name, default in defaults.items():
             value = getattr(self, name)
             if (tuple(value) if isinstance(value, list) else value) != default:
-                raise ValueError(f"NetConfig.{name} applies only to kind 'cnn' (this net is "
-                                 f"{self.kind.value!r}), got {excerpt(value)}")
+                raise ValueError(f"NetConfig.{name} applies only to kind{'s' * (',' in kinds)} "
+                                 f"{kinds} (this net is {self.kind.value!r}), got "
+                                 f"{excerpt(value)}")
             self._set(name, default)  # (a list read back from a full run.yaml: the default)
+
+    def _check_recurrent(self):
+        """Validate the recurrent fields: ``in_shape`` ``[steps, features]`` of ``in_dim``."""
+        shape = self.in_shape
+        if isinstance(shape, (str, bytes, Mapping)) or not hasattr(shape, "__iter__") \
+                or len(shape) != 2:
+            raise ValueError(f"NetConfig.in_shape must be [steps, features] (e.g. [8, 8]) for "
+                             f"kind {self.kind.value!r}, got {excerpt(shape)}")
+        size = Int(min=1)
+        self._set("in_shape", tuple(check_field(size, f"NetConfig.in_shape[{i}]", d)
+                                    for i, d in enumerate(shape)))
+        steps, features = self.in_shape
+        if self.in_dim != steps * features:
+            raise ValueError(f"NetConfig.in_dim must be steps*features = {steps * features} for "
+                             f"in_shape {list(self.in_shape)}, got {self.in_dim}")
+        if self.hidden_size is None:
+            raise ValueError(f"NetConfig.hidden_size is required for kind {self.kind.value!r} "
+                             "(the recurrent state size, an int >= 1)")
+        self._param("hidden_size", Int(min=1))
+        self._param("num_layers", Int(min=1))
+        self._param("bidirectional", Bool())
 
     def _check_cnn(self):
         """Validate and normalise the conv fields (kernel_size and padding: one per layer)."""
