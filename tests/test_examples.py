@@ -238,3 +238,18 @@ def test_digits_lstm_yaml_is_the_config_in_docs_sequences():
     assert len(blocks) == 1
     example = (ROOT / "examples" / "digits_lstm.yaml").read_text(encoding="utf-8")
     assert RunConfig.from_yaml(blocks[0]) == RunConfig.from_yaml(example)
+
+
+def test_sine_gru_config(tmp_path):
+    """examples/sine_gru.yaml: a GRU forecaster on the generated sine_series through the
+    installed nnjit train, split in time; it beats repeating the last step by far."""
+    run = nnjit_train("sine_gru.yaml", tmp_path)
+    history = run.history()
+    net = run.config.model.net
+    assert net.kind.value == "gru" and net.in_shape == (48, 3) and net.num_layers == 2
+    data = run.load_data()  # generated again, the same windows
+    assert data.X_train.shape == (2508, 144) and data.X_val.shape == (443, 144)
+    # the last training window ends one step before the first validation window's end
+    np.testing.assert_array_equal(data.X_train[-1, 3:], data.X_val[0, :-3])
+    naive = float(((data.X_val.reshape(-1, 48, 3)[:, -1] - data.y_val) ** 2).mean())
+    assert history["val_loss"].min() < 0.5 * naive, (history.tail(), naive)

@@ -34,9 +34,10 @@ def load_config(path: str):
 
 
 def load_data(spec: str, config, target: str | None):
-    """(X_train, y_train, X_val, y_val, run data) from a built-in data set name, a CSV path or
-    ``fashion_mnist:PATH``."""
+    """(X_train, y_train, X_val, y_val, run data) from a built-in data set name, a CSV path,
+    ``fashion_mnist:PATH`` or a generated series (``sine_series``)."""
     from nnjit.experiment.data import is_csv, load_run_data
+    from nnjit.experiment.series import SERIES_SOURCES
 
     regression = not config.model.loss.builder().is_classification
     try:
@@ -45,7 +46,8 @@ def load_data(spec: str, config, target: str | None):
         raise CommandError(f"{e}; give a built-in data set name, an existing .csv file or "
                            "fashion_mnist:PATH") from e
     except (ValueError, TypeError) as e:
-        hint = "" if is_csv(spec) else " (or give the path of a .csv file)"
+        hint = "" if is_csv(spec) or spec in SERIES_SOURCES else (
+            " (or give the path of a .csv file)")
         raise CommandError(f"cannot use the data {spec}: {e}{hint}") from e
     except OSError as e:
         raise CommandError(f"cannot read the data {spec}: {e.strerror or e}") from e

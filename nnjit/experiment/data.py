@@ -1,5 +1,5 @@
-"""The data of a run: a built-in data set name, a CSV path or an image data set read from a path
-(``fashion_mnist:PATH``), split the same way every time.
+"""The data of a run: a built-in data set name, a CSV path, an image data set read from a path
+(``fashion_mnist:PATH``) or a generated series (``sine_series``), split the same way every time.
 
 ``nnjit train`` trains on :func:`load_run_data`'s ``train`` part and validates on its ``val``
 part; ``nnjit report`` loads the same split again (same seed) to draw the best checkpoint's
@@ -16,6 +16,7 @@ import numpy as np
 from nnjit.data.split import Split, train_test_split
 from nnjit.data.standardize import standardize
 from nnjit.datasets import GraphDataset, load
+from nnjit.experiment.series import SERIES_SOURCES, load_series
 
 __all__ = ["GraphRunData", "RunData", "load_run_data"]
 
@@ -81,8 +82,11 @@ def is_csv(spec: str) -> bool:
 
 def load_run_data(spec: str, regression: bool, seed: int, target: str | None = None,
                   val: float = 0.15) -> RunData | GraphRunData:
-    """Load ``spec`` (a built-in data set name, a CSV path or ``fashion_mnist:PATH``) and split
-    it.
+    """Load ``spec`` (a built-in data set name, a CSV path, ``fashion_mnist:PATH`` or a
+    generated series, :data:`~nnjit.experiment.series.SERIES_SOURCES`) and split it.
+
+    ``sine_series`` (generated: :func:`~nnjit.experiment.series.sine_windows`) is split in
+    time, its last ``val`` windows validating, and not standardised (a forecasting run, ``mse``).
 
     A built-in graph data set (``"cora"``) comes back as :class:`GraphRunData` (its own masks).
 
@@ -99,6 +103,9 @@ def load_run_data(spec: str, regression: bool, seed: int, target: str | None = N
     Raises:
         FileNotFoundError: no such CSV file. ValueError: unknown name or column.
     """
+    if spec in SERIES_SOURCES:  # generated, split in time
+        X_fit, y_fit, X_val, y_val = load_series(spec, regression, val)
+        return RunData(X_fit, y_fit, X_val, y_val, X_fit[:0], y_fit[:0], None, spec)
     source = image_source(spec)
     if source is not None:
         from nnjit import datasets

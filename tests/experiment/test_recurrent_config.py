@@ -93,3 +93,18 @@ def test_example_config_parses():
     path = Path(__file__).resolve().parents[2] / "examples" / "digits_lstm.yaml"
     cfg = RunConfig.from_yaml(path.read_text(encoding="utf-8"), path.name)
     assert cfg.model.net.kind is Nets.LSTM and cfg.model.net.in_shape == (8, 8)
+
+
+def test_the_generated_series_is_fixed_split_in_time_and_for_forecasts_only():
+    from nnjit.experiment.data import load_run_data
+
+    a = load_run_data("sine_series", regression=True, seed=0)
+    b = load_run_data("sine_series", regression=True, seed=5)  # (the run's seed: no effect)
+    np.testing.assert_array_equal(a.X_train, b.X_train)
+    np.testing.assert_array_equal(a.y_val, b.y_val)
+    assert a.X_train.dtype == np.float32 and a.y_train.shape == (2508, 3) and not len(a.X_test)
+    # each row is its window's 48 steps of 3 values, the target the step after them
+    np.testing.assert_array_equal(a.X_train[1].reshape(48, 3)[-1], a.y_train[0])
+    with pytest.raises(ValueError, match=r"'sine_series' is a forecasting \(regression\) "
+                                         r"series: the run needs model.loss: mse"):
+        load_run_data("sine_series", regression=False, seed=0)
