@@ -15,9 +15,12 @@ lengths)`` takes (``lengths=`` of ``nn.LSTM``, ``nn.GRU``, ``nn.RNN``);
 ``predict`` accept the dataset itself.
 
 Why one length for every batch, not each batch padded to its own longest: the compiled loop
-reads rows of one width, laid out once (a new width would lay the model out again). It costs
-little: the recurrent layers run each batch sorted by length and skip every padded step, so
-only the layers before them (an ``Embedding``) see the padding.
+reads rows of one width, laid out once (a new width would lay the model out again). Padding is
+not free: the recurrent scan skips padded steps, but the ``Embedding`` and the input
+projections of all steps run over them. Measured (Embedding(5000, 64) -> LSTM(64, 128), 2,000
+sequences of mean length 35, at most 50, batch 32, shared machine): 0.98 s an epoch padded to
+50 steps, 2.31 s to 100, 3.37 s to 200. So set ``max_len`` near the longest lengths that
+matter when a few sequences are much longer than the rest.
 """
 
 from __future__ import annotations
