@@ -49,6 +49,14 @@ def test_the_default_lr_is_the_kinds_and_stays_out_of_the_run_id():
     assert OptimizerConfig(kind="lbfgs").state(full=True)["lr"] == 1.0
 
 
+def test_a_grid_over_kinds_gives_each_its_default_lr():
+    from nnjit.experiment.grid import expand_grid
+
+    points = expand_grid(RunConfig(model=MODEL), {"optimizer.kind": ["adam", "lbfgs"]})
+    assert [p.config.optimizer.lr for p in points] == [1e-3, 1.0]
+    assert [p.config.rows_per_batch(500) for p in points] == [32, 500]
+
+
 def test_batch_size_defaults_to_the_full_batch_for_lbfgs():
     lbfgs = RunConfig(model=MODEL, optimizer=OptimizerConfig(kind="lbfgs"))
     assert lbfgs.rows_per_batch(120) == 120
