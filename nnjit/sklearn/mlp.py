@@ -27,7 +27,8 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from nnjit.dtypes import SUPPORTED_DTYPES
-from nnjit.sklearn.labels import binarized_labels, plain_labels
+from nnjit.sklearn.labels import (binarized_labels, checked_labels, plain_binarizer, plain_labels,
+                                  transformed)
 from nnjit.sklearn.lbfgs_fit import fit_lbfgs
 from nnjit.sklearn.stochastic_fit import fit_stochastic
 
@@ -143,14 +144,18 @@ class MLPClassifier(_CompiledSolver, _SklearnMLPClassifier):
 
     def _validate_input(self, X, y, incremental, reset):
         # scikit-learn's, with a plain label vector's encoding done by nnjit.sklearn.labels
-        # (where scikit-learn defines the classes: not a warm start, not partial_fit)
-        if not plain_labels(y) or (hasattr(self, "classes_")
-                                   and (self.warm_start or incremental)):
+        first = not hasattr(self, "classes_") or (not self.warm_start and not incremental)
+        binarizer = getattr(self, "_label_binarizer", None)
+        if not plain_labels(y) or not (first or plain_binarizer(binarizer, y)):
             return super()._validate_input(X, y, incremental, reset)
         X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"], multi_output=True,
                              dtype=(np.float64, np.float32), reset=reset)
-        self._label_binarizer, Y = binarized_labels(y)
-        self.classes_ = self._label_binarizer.classes_
+        if first:  # (scikit-learn defines the classes)
+            self._label_binarizer, Y = binarized_labels(y)
+            self.classes_ = self._label_binarizer.classes_
+        else:  # (a warm start or partial_fit: the labels among the fitted classes)
+            checked_labels(y, self.classes_, self.warm_start)
+            Y = transformed(binarizer, y)
         return self._arena_X(X), Y
 
     @available_if(_stochastic_solver)
