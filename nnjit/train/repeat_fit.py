@@ -87,7 +87,7 @@ def fit_key(trainer, train, y, val, arguments: tuple) -> tuple | None:
     val_key = () if val is None else _data_key(val, None)
     if train_key is None or val_key is None:
         return None
-    values = (train_key, val_key, tuple((type(a), a) for a in arguments), trainer.dtype,
+    values = (train_key, val_key, arguments, tuple(map(type, arguments)), trainer.dtype,
               optimizer.kind, trainer._dense_mode,
               None if regularizer is None else (regularizer.coef, regularizer.per_batch))
     return (program, trainer.loss, optimizer, regularizer), values
