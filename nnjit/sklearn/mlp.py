@@ -24,9 +24,11 @@ import scipy.sparse as sp
 from sklearn.neural_network import MLPClassifier as _SklearnMLPClassifier
 from sklearn.neural_network import MLPRegressor as _SklearnMLPRegressor
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import _check_sample_weight
+from sklearn.utils.validation import _check_sample_weight, validate_data
 
 from nnjit.dtypes import SUPPORTED_DTYPES
+from nnjit.sklearn.labels import (binarized_labels, checked_labels, plain_binarizer, plain_labels,
+                                  transformed)
 from nnjit.sklearn.lbfgs_fit import fit_lbfgs
 from nnjit.sklearn.stochastic_fit import fit_stochastic
 
@@ -56,9 +58,13 @@ class _CompiledSolver:
 
     def _validate_input(self, X, y, incremental, reset):
         X, y = super()._validate_input(X, y, incremental, reset)
+        return self._arena_X(X), y
+
+    def _arena_X(self, X):
+        """The validated X in the arena dtype."""
         if sp.issparse(X):  # (never densified: nnjit.sklearn.engine_rows)
-            return X.tocsr().astype(self._arena_dtype, copy=False), y
-        return np.ascontiguousarray(X, dtype=self._arena_dtype), y
+            return X.tocsr().astype(self._arena_dtype, copy=False)
+        return np.ascontiguousarray(X, dtype=self._arena_dtype)
 
     def _fit_stochastic(self, X, y, sample_weight, activations, deltas, coef_grads,
                         intercept_grads, layer_units, incremental):
@@ -135,6 +141,22 @@ class MLPClassifier(_CompiledSolver, _SklearnMLPClassifier):
         multi-label indicator matrix (n_samples, n_labels); ``sample_weight`` (n_samples,)
         weights each row's loss as scikit-learn's (None: equal weights). Returns self."""
         return super().fit(X, y, sample_weight=sample_weight)
+
+    def _validate_input(self, X, y, incremental, reset):
+        # scikit-learn's, with a plain label vector's encoding done by nnjit.sklearn.labels
+        first = not hasattr(self, "classes_") or (not self.warm_start and not incremental)
+        binarizer = getattr(self, "_label_binarizer", None)
+        if not plain_labels(y) or not (first or plain_binarizer(binarizer, y)):
+            return super()._validate_input(X, y, incremental, reset)
+        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"], multi_output=True,
+                             dtype=(np.float64, np.float32), reset=reset)
+        if first:  # (scikit-learn defines the classes)
+            self._label_binarizer, Y = binarized_labels(y)
+            self.classes_ = self._label_binarizer.classes_
+        else:  # (a warm start or partial_fit: the labels among the fitted classes)
+            checked_labels(y, self.classes_, self.warm_start)
+            Y = transformed(binarizer, y)
+        return self._arena_X(X), Y
 
     @available_if(_stochastic_solver)
     def partial_fit(self, X, y, sample_weight=None, classes=None):

@@ -10,6 +10,7 @@ import numpy as np
 
 from nnjit.engine import fields
 from nnjit.train.history import history_frame
+from nnjit.train.interrupt import run_in_worker
 from nnjit.train.run_state import RunState
 
 if TYPE_CHECKING:  # pandas costs ~100 ms at import; it is loaded when the first history is built
@@ -141,3 +142,27 @@ def grown_history(args, rows: list, log, done: int, plan):
         log = _longer(log, n * per_epoch)
     return args._replace(history=rows[0], batch_log=log if log is not None else
                          args.batch_log), log
+
+
+def run_with_progress(trainer, run, stop, history: np.ndarray, plan) -> int:
+    """Run the single compiled call ``run`` in a worker thread (it releases the GIL) while this
+    (main) thread draws the progress bar from the history rows already written and turns
+    Ctrl-C into a stop request that the compiled loop honours after the current epoch
+    (:func:`nnjit.train.interrupt.run_in_worker`). Returns ``run``'s status."""
+    from nnjit.train.progress import ProgressBar
+
+    verbose = plan.verbose
+    bar = ProgressBar() if verbose == 1 or verbose is True else ProgressBar(verbose=0)
+    bar.on_train_begin(trainer, {"epochs": plan.epochs, "initial_epoch": plan.initial_epoch})
+    shown = plan.initial_epoch
+    state, classification = trainer._run_state, trainer.loss.is_classification
+
+    def poll(final=False):
+        nonlocal shown
+        shown = show_rows(bar, history, state, shown, classification, final)
+
+    def finish():
+        poll(final=True)
+        bar.on_train_end(trainer)
+
+    return run_in_worker(run, stop, poll, finish)

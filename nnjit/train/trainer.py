@@ -1,11 +1,9 @@
 """``Trainer`` (alias ``JITCompiler``): traces a model once and fits it in compiled code.
 
-A fit, in the order :meth:`Trainer.fit` tells it: the training and validation data are adapted
-once (:mod:`nnjit.data.adapt`); the arguments become a checked plan
-(:class:`~nnjit.train.fit_plan.FitPlan`); the model is laid out (a cached layout or a trace:
-:mod:`nnjit.train.layout_service`); the plan becomes the run's options
-(:class:`~nnjit.engine.run_options.RunOptions`, which alone write the compiled loop's config
-row); the run state starts afresh or continues a saved fit
+A fit, in the order :meth:`Trainer.fit` tells it: the set-up (:mod:`nnjit.train.fit_setup`:
+the arguments become a checked plan, the data are adapted once, the model is laid out, the plan
+becomes the run's options), or the last fit's set-up again when a plain fit repeats it
+(:mod:`nnjit.train.repeat_fit`); the run state starts afresh or continues a saved fit
 (:mod:`nnjit.train.resume`); and the compiled loop runs, with Ctrl-C turned into a stop request
 (:mod:`nnjit.train.interrupt`) and the history reported (:mod:`nnjit.train.fit_report`).
 Predict, evaluate and gradients are :mod:`nnjit.train.inference`; checkpoints
@@ -20,8 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from nnjit.checks import Int
-from nnjit.data.adapt import FitData, GraphInput, empty_rows, with_validation
-from nnjit.data.augment import augmentation_for
+from nnjit.data.adapt import GraphInput, empty_rows
 from nnjit.data.full_batch import FullBatch
 from nnjit.data.graph import Graph
 from nnjit.data.inputs import InputSpec, Inputs, spec_mismatch
@@ -36,21 +33,20 @@ from nnjit.losses import CrossEntropyLoss, Loss, MSELoss, get_loss
 from nnjit.nn.module import Module
 from nnjit.nn.providers import provide
 from nnjit.nn.trace import trace
-from nnjit.ops.normalization import check_batch_statistics
 from nnjit.optim import Adam, Optimizer, get_optimizer
 from nnjit.random import next_seed
 from nnjit.regularizers import Regularizer
 from nnjit.tape.tape import Tape, Tensor
 from nnjit.train import resume
 from nnjit.train.checkpoint_methods import CheckpointMethods
-from nnjit.train.fit_arguments import fit_arguments
 from nnjit.train.fit_plan import MONITORS, FitPlan
+from nnjit.train.fit_setup import FitSetup, set_up_fit
 from nnjit.train.fit_report import (HISTORY_CHUNK, batch_history, epoch_line, fit_history,
-                                    grown_history, history_rows, show_rows, summary_line)
+                                    grown_history, history_rows, run_with_progress, summary_line)
 from nnjit.train.exclusive import exclusive
 from nnjit.train.inference import InferenceMethods
-from nnjit.train.lbfgs_fit import fit_lbfgs
-from nnjit.train.interrupt import EpochCaller, StopRequest, in_main_thread, run_in_worker
+from nnjit.train.repeat_fit import RepeatFit, fit_key
+from nnjit.train.interrupt import EpochCaller, StopRequest, in_main_thread
 from nnjit.train.run_state import RunState, restore_best
 from nnjit.train.threads import dense_forward_mode, single_threaded_blas
 
@@ -127,6 +123,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
         self._run_state = RunState(self._state)
         self._dense_mode = dense_forward_mode()  # the BLAS kernels numba calls (every run's)
         self._options: RunOptions | None = None  # the last fit's
+        self._last_fit: RepeatFit | None = None  # the last plain fit's set-up, for a repeat
         self._perm: np.ndarray | None = None
         self._pending_rng: np.ndarray | None = None
         self._inference_layout = False  # the program was laid out by predict/evaluate, not fit
@@ -166,10 +163,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
         """
         program, graph = self.program, self._graph
         if program is not None:
-            spans = rebind(program, self._walk)  # (another trainer may have bound them since)
-            if spans is not None:
-                self.param_spans = spans
-                self.model.__dict__["_trainer"] = self
+            self._rebind()
             if graph is None:
                 self._check_inputs(specs, inputs, where)
             if inference and program.graph is graph and (graph is not None
@@ -196,6 +190,14 @@ class Trainer(InferenceMethods, CheckpointMethods):
             self._install(layout.program(target_cols, self.seed), layout)
         self._inference_layout = inference  # a fit's layout stays one (and grows as fits need)
         return Y
+
+    def _rebind(self) -> None:
+        """Bind the parameters to the program again if they left it (another trainer, or
+        ``model.predict``, bound them since)."""
+        spans = rebind(self.program, self._walk)
+        if spans is not None:
+            self.param_spans = spans
+            self.model.__dict__["_trainer"] = self
 
     def _check_inputs(self, specs: tuple[InputSpec, ...], inputs: Inputs | None,
                       where: str) -> None:
@@ -335,56 +337,51 @@ class Trainer(InferenceMethods, CheckpointMethods):
             TrainingDivergedError: the loss became NaN/inf (best weights restored first).
         """
         with exclusive(self, "fit", fit=True):  # (one run on a model at a time)
-            train, epochs, val = fit_arguments(train, y, epochs, val, batch_size, shuffle,
-                                               validation_data, validation_split,
-                                               self.optimizer.full_batch)
-            train, val = with_validation(train, val, val_dataloader, "fit")
-            plan = FitPlan.build(
-                self.loss, val is not None, epochs=epochs, initial_epoch=initial_epoch,
-                schedule_epochs=schedule_epochs, tol=tol, n_iter_no_change=n_iter_no_change,
-                monitor=monitor, restore_best=restore_best, verbose=verbose, callbacks=callbacks,
-                scheduler=scheduler, grad_clip_norm=grad_clip_norm,
-                accumulation_steps=accumulation_steps, log_batches=log_batches)
-            data = FitData(train, val, self._graph_input, self.loss, self.dtype)
-
-            # Lay the model out for the data; the targets take the width of its outputs.
-            Y = self._compile(data.specs, data.targets, data.max_rows, "fit",
-                              inputs=data.train.inputs)
-            program = self.program
-            if not data.sampled:  # a batch norm refuses training batches of one row
-                check_batch_statistics(program, len(data.X), data.train.batch_size,
-                                       getattr(data.train, "drop_last", False), "fit")
-            Xv, Yv = data.validation_arrays(program.output_cols, Y)
-            augmentation = augmentation_for(data.train, program.layout, program.input_specs[0].dims)
+            # A plain fit that repeats the last one reuses its set-up (nnjit.train.repeat_fit).
+            plain = (not (verbose or callbacks or log_batches) and scheduler is None
+                     and type(initial_epoch) is int and initial_epoch == 0
+                     and schedule_epochs is None and validation_data is None
+                     and validation_split is None and val_dataloader is None)
+            arguments = (epochs, batch_size, shuffle, tol, n_iter_no_change, monitor,
+                         restore_best, grad_clip_norm, accumulation_steps)
+            key = (fit_key(self, train, y, val, arguments) if plain and self._last_fit
+                   else None)
+            setup = self._last_fit.reuse(self, key, train, y, val) if key is not None else None
+            if setup is None:
+                self._last_fit = None
+                setup = set_up_fit(self, train, y, epochs, val, batch_size, shuffle,
+                                   val_dataloader, validation_data, validation_split, dict(
+                    initial_epoch=initial_epoch, schedule_epochs=schedule_epochs, tol=tol,
+                    n_iter_no_change=n_iter_no_change, monitor=monitor, restore_best=restore_best,
+                    verbose=verbose, callbacks=callbacks, scheduler=scheduler,
+                    grad_clip_norm=grad_clip_norm, accumulation_steps=accumulation_steps,
+                    log_batches=log_batches))
+                if not isinstance(setup, FitSetup):  # (LBFGS fitted: its history)
+                    return setup
+                key = fit_key(self, train, y, val, arguments) if plain else None
+                if key is not None:  # (the state the next fit finds if nothing changes)
+                    self._last_fit = RepeatFit(key, setup)
+            else:
+                self._rebind()
+            plan, options, program = setup.plan, setup.options, self.program
+            self._options = options
             distributed = self.distributed is not None and self.distributed.size > 1
-            if distributed:  # (one rank: the plain fit) every rank refuses together, before any work
-                self.distributed.check_fit(program, data.X, Y, data.train.batch_size,
-                                           bool(getattr(data.train, "drop_last", False)),
-                                           augmentation is not None, data.structure is not None,
-                                           self.seed)
-            if self.optimizer.full_batch:  # (LBFGS: Python steps between compiled evaluations)
-                return fit_lbfgs(self, plan, data, Y, Xv, Yv, augmentation, distributed)
 
-            # The plan becomes the run's options; the run state starts (or continues).
-            steps_per_epoch = plan.steps_per_epoch(len(data.train))
-            lr_table, plateau = plan.schedule(self.optimizer.lr, steps_per_epoch)
-            self._options = options = plan.run_options(
-                data, program.max_batch, self.optimizer, self.regularizer, plateau, self._dense_mode,
-                augmentation, self.distributed.run_option(self.dtype) if distributed else None)
-            carried = self._start_run_state(plan, steps_per_epoch, plateau)
+            # The run state starts (or continues).
+            carried = self._start_run_state(plan, setup.steps_per_epoch, setup.plateau)
             # a fit paused every epoch grows its history as epochs run (epochs=10**12 with a
             # callback that stops it is fine); one compiled call needs every row up front
             rows = history_rows(plan, plan.initial_epoch + HISTORY_CHUNK if plan.per_epoch
-                                 else plan.epochs, len(data.train))
+                                 else plan.epochs, setup.n_batches)
             history = np.zeros((rows, len(fields.HISTORY_COLUMNS)), dtype=np.float64)
-            self._batch_log = (np.zeros((rows * len(data.train), len(fields.BATCH_COLUMNS)))
+            self._batch_log = (np.zeros((rows * setup.n_batches, len(fields.BATCH_COLUMNS)))
                                if plan.log_batches else None)
             self.batch_history_ = None
-            arrays = (data.X, Y, Xv, Yv, self._shuffle_order(len(data.X)))
-            step = self._step_arrays(plan, lr_table, plateau)
+            arrays = (setup.X, setup.Y, setup.Xv, setup.Yv, self._shuffle_order(len(setup.X)))
+            step = self._step_arrays(plan, setup.lr_table, setup.plateau)
             stop = None  # (the plain single call: Ctrl-C is seen when it returns)
             try:
-                if plan.per_epoch or plan.threaded:  # Python runs alongside: compile before its clocks
+                if plan.per_epoch or plan.threaded:  # (Python runs alongside: compile first)
                     stop = StopRequest(self._run_state)
                     program.prepare(options, arrays, step(), self._state, self._best, history,
                                     self._empty(1), self._batch_log)
@@ -494,7 +491,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
         interrupted = False
         try:
             if plan.threaded:
-                status = self._run_in_worker(run, stop, history, plan)
+                status = run_with_progress(self, run, stop, history, plan)
             elif plan.per_epoch:
                 with stop.on_sigint():  # Ctrl-C: stop after the current epoch
                     status = run()
@@ -518,29 +515,6 @@ class Trainer(InferenceMethods, CheckpointMethods):
                                         classification)
             self._batch_frame()
         return status, interrupted or requested
-
-    def _run_in_worker(self, run, stop: StopRequest, history: np.ndarray, plan: FitPlan):
-        """Run the single compiled call ``run`` in a worker thread (it releases the GIL) while
-        this (main) thread draws the progress bar from the history rows already written and
-        turns Ctrl-C into a stop request that the compiled loop honours after the current epoch.
-        """
-        from nnjit.train.progress import ProgressBar
-
-        verbose = plan.verbose
-        bar = ProgressBar() if verbose == 1 or verbose is True else ProgressBar(verbose=0)
-        bar.on_train_begin(self, {"epochs": plan.epochs, "initial_epoch": plan.initial_epoch})
-        shown = plan.initial_epoch
-        state, classification = self._run_state, self.loss.is_classification
-
-        def poll(final=False):
-            nonlocal shown
-            shown = show_rows(bar, history, state, shown, classification, final)
-
-        def finish():
-            poll(final=True)
-            bar.on_train_end(self)
-
-        return run_in_worker(run, stop, poll, finish)
 
     def _end_fit(self, plan: FitPlan, status, interrupted: bool) -> pd.DataFrame:
         """Apply the best-weights rule to a fit stopped early, end the callbacks, report."""

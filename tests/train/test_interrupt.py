@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import nnjit as nn
+from nnjit.train import trainer as trainer_module
 from nnjit.train.progress import ProgressBar
-from nnjit.train.trainer import Trainer
 
 
 @pytest.fixture(autouse=True)
@@ -130,7 +130,7 @@ def test_silent_fit_without_callbacks_is_the_plain_call(monkeypatch):
     def no_worker(*args, **kwargs):
         raise AssertionError("verbose=0 without callbacks must not use a worker thread")
 
-    monkeypatch.setattr(Trainer, "_run_in_worker", no_worker)
+    monkeypatch.setattr(trainer_module, "run_with_progress", no_worker)
     X, y, _, _ = _digits()
     history = _trainer().fit((X, y), epochs=3, verbose=0)
     assert len(history) == 3
