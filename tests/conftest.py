@@ -2,8 +2,10 @@
 and no stale compiled code."""
 
 import os
+import signal
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -28,6 +30,16 @@ def _drop_stale_numba_cache() -> None:
     for cached in (*package.rglob("*.nbi"), *package.rglob("*.nbc")):
         if cached.stat().st_mtime < newest:
             cached.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def python_sigint_handler():
+    """Python's own SIGINT handler, as in a foreground terminal, for the tests of Ctrl-C. A
+    process started in the background by a non-interactive shell (CI scripts, ``cmd &``)
+    inherits SIGINT ignored, and Python then leaves it ignored: Ctrl-C cannot reach it at all."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 if not os.environ.get("NUMBA_CACHE_DIR"):  # a cache elsewhere is the caller's to manage

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+from pathlib import Path
+
 import numpy as np
+
+
+def installed_nnjit() -> str:
+    """The installed ``nnjit`` console script: the one next to this Python (the venv's, even when
+    the venv is not activated), else the first on PATH."""
+    found = shutil.which("nnjit", path=os.pathsep.join([str(Path(sys.executable).parent),
+                                                          os.environ.get("PATH", "")]))
+    assert found, "the nnjit console script is not installed (pip install -e .)"
+    return found
 
 
 def count_allocations(run, repeats=(1, 50)) -> list[int]:

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +17,7 @@ import nnjit
 from nnjit.cli import main
 from nnjit.experiment import ModelConfig, NetConfig, RunConfig, TrainConfig
 from nnjit.experiment.run_folder import Run
+from tests.helpers import installed_nnjit
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -25,8 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 def nnjit_command(*args, cwd, timeout=300) -> subprocess.CompletedProcess:
     """Run the installed ``nnjit`` console script (the one next to this Python) with this
     checkout first on PYTHONPATH; returns the finished process (text stdout / stderr)."""
-    exe = shutil.which("nnjit", path=os.path.dirname(sys.executable)) or shutil.which("nnjit")
-    assert exe, "the nnjit console script is not installed (pip install -e .)"
+    exe = installed_nnjit()
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO)] + [
         p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
@@ -197,11 +196,14 @@ def test_an_interrupted_train_exits_130_and_keeps_its_epochs(tmp_path):
                     train=TrainConfig(epochs=1_000_000, batch_size=16, patience=None,
                                       checkpoints=["last"]), data="iris")
     (tmp_path / "cfg.yaml").write_text(cfg.to_yaml())
-    exe = shutil.which("nnjit", path=os.path.dirname(sys.executable)) or shutil.which("nnjit")
+    exe = installed_nnjit()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    # SIGINT at its default in the child, as a terminal's foreground job has it: a suite started
+    # in the background (``cmd &``) passes it on ignored, and the run would never see the Ctrl-C.
     proc = subprocess.Popen([exe, "train", "cfg.yaml", "-q"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     history = tmp_path / "runs" / cfg.config_hash() / "idps.csv"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:

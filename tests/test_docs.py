@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import installed_nnjit
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 EPOCH_CAP = 3  # epochs a YAML config trains in the test (the config's own count when smaller)
@@ -148,16 +150,9 @@ def test_python_blocks_of_page_run_in_order(page, tmp_path):
 YAML_BLOCKS = [b for b in ALL_BLOCKS if b.language == "yaml"]
 
 
-def nnjit_command() -> str:
-    found = shutil.which("nnjit", path=os.pathsep.join([str(Path(sys.executable).parent),
-                                                          os.environ.get("PATH", "")]))
-    assert found, "the nnjit console command is not installed next to this Python"
-    return found
-
-
 def train_config(config: Path, cwd: Path, cap: int = EPOCH_CAP) -> tuple[str, Path]:
     """``nnjit train CONFIG --epochs cap`` in ``cwd``; returns stdout and the one run folder."""
-    out = subprocess.run([nnjit_command(), "train", str(config), "--root", "runs", "--quiet",
+    out = subprocess.run([installed_nnjit(), "train", str(config), "--root", "runs", "--quiet",
                           "--epochs", str(cap)], cwd=cwd, capture_output=True, text=True,
                          timeout=PAGE_TIMEOUT)
     assert out.returncode == 0, f"{config}:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"

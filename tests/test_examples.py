@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import pathlib
 import re
 import shutil
@@ -15,6 +14,7 @@ import pytest
 
 import nnjit as nn
 from nnjit.experiment import Checkpoints
+from tests.helpers import installed_nnjit
 
 ROOT = pathlib.Path(__file__).parents[1]
 
@@ -55,9 +55,7 @@ def nnjit_train(config, cwd):
     from nnjit.experiment.run_folder import Run
 
     shutil.copytree(ROOT / "examples", cwd / "examples")
-    command = shutil.which("nnjit", path=os.pathsep.join([str(pathlib.Path(sys.executable).parent),
-                                                          os.environ.get("PATH", "")]))
-    assert command, "the nnjit console command is not installed next to this Python"
+    command = installed_nnjit()
     out = subprocess.run([command, "train", f"examples/{config}", "--quiet"], cwd=cwd,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -190,8 +188,7 @@ def test_fashion_mnist_cnn_config_on_a_tiny_copy(tmp_path):
              x_test=rng.integers(0, 256, (9, 784), dtype=np.uint8),
              y_test=np.arange(9, dtype=np.uint8))
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
-    command = shutil.which("nnjit", path=os.pathsep.join([str(pathlib.Path(sys.executable).parent),
-                                                          os.environ.get("PATH", "")]))
+    command = installed_nnjit()
     out = subprocess.run([command, "train", "examples/fashion_mnist_cnn.yaml", "--data",
                           "fashion_mnist:fm.npz", "--epochs", "2", "--quiet"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=600)

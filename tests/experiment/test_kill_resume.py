@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers import installed_nnjit
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -21,8 +23,7 @@ def _env():
 
 
 def _nnjit():
-    installed = shutil.which("nnjit", path=str(Path(sys.executable).parent))
-    return [installed] if installed else [sys.executable, "-m", "nnjit"]
+    return [installed_nnjit()]
 
 
 def test_kill_at_random_moments_then_resume_is_bit_identical(tmp_path):

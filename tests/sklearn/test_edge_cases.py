@@ -117,7 +117,7 @@ def test_one_class_with_early_stopping_as_scikit_learn(n_iter_no_change):
     _assert_same_weights(ours, theirs)
 
 
-def test_ctrl_c_during_fit_warns_and_returns_a_consistent_model():
+def test_ctrl_c_during_fit_warns_and_returns_a_consistent_model(python_sigint_handler):
     """SIGINT while the compiled loop runs (in a worker thread: a long fit) stops it before
     its next batch; fit warns "Training interrupted by user." and returns a model whose
     n_iter_, loss_curve_ and t_ count the completed epochs."""

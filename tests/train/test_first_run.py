@@ -25,6 +25,7 @@ import nnjit as nn
 from nnjit.engine import compile_notice
 from nnjit.engine.program import Program
 from nnjit.train.progress import ProgressBar, _Lines
+from tests.helpers import installed_nnjit
 
 pytestmark = pytest.mark.skipif(numba.config.DISABLE_JIT, reason="nothing compiles without JIT")
 
@@ -121,7 +122,7 @@ def test_the_progress_clock_starts_after_the_compile(cold):
 
 def test_a_warm_cache_says_nothing_and_the_demo_writes_lines_without_a_terminal(cold):
     _, cache = cold
-    out = _run(["nnjit", "demo", "--dataset", "iris", "--epochs", "3"], cache)
+    out = _run([installed_nnjit(), "demo", "--dataset", "iris", "--epochs", "3"], cache)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "nnjit: compil" not in out.stderr
     assert "\r" not in out.stderr and "\r" not in out.stdout

@@ -16,14 +16,7 @@ from nnjit.train import trainer as trainer_module
 from nnjit.train.progress import ProgressBar
 
 
-@pytest.fixture(autouse=True)
-def python_sigint_handler():
-    """Python's own SIGINT handler, as in a foreground terminal. A process started in the
-    background by a non-interactive shell (CI scripts, ``cmd &``) inherits SIGINT ignored, and
-    Python then leaves it ignored: Ctrl-C cannot reach such a process at all."""
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, previous)
+pytestmark = pytest.mark.usefixtures("python_sigint_handler")
 
 
 def _digits():

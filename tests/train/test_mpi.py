@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from nnjit.experiment import ModelConfig, NetConfig, RunConfig, TrainConfig
+from tests.helpers import installed_nnjit
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -84,8 +85,7 @@ def test_two_ranks_train_as_one_process_on_the_same_global_batches(tmp_path):
 def _nnjit(n_ranks_per_dir, config, *args) -> list:
     """``mpirun`` arguments running ``nnjit train`` with ``n`` ranks in each (folder, n) of
     ``n_ranks_per_dir`` (Open MPI's MPMD syntax: one app context per folder)."""
-    exe = shutil.which("nnjit", path=str(BIN)) or shutil.which("nnjit")
-    assert exe, "the nnjit console script is not installed (pip install -e .)"
+    exe = installed_nnjit()
     contexts = []
     for folder, n in n_ranks_per_dir:
         contexts += [":"] if contexts else []
