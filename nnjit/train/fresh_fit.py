@@ -98,16 +98,17 @@ def take(trainer, key: tuple, train, y, val) -> FitSetup | None:
     train, val = _checked(train, y), None if val is None else _checked(val, None)
     loss, dtype, n_outputs = trainer.loss, trainer.dtype, record.n_outputs
     X, Y = _converted(train, loss, n_outputs, dtype)
-    setup = record.setup._replace(X=X, Y=Y)
-    if val is not None:
-        Xv, Yv = _converted(val, loss, n_outputs, dtype)
-        setup = setup._replace(Xv=Xv, Yv=Yv)
+    kept = record.setup
+    Xv, Yv = (kept.Xv, kept.Yv) if val is None else _converted(val, loss, n_outputs, dtype)
     if Y.shape[1] != record.target_cols:  # (the form of y fixes it; checked, not assumed)
         return None
     trainer._install(layout.program(record.target_cols, trainer.seed), layout)
     trainer._inference_layout = False
     stats["taken"] += 1
-    return setup
+    # (built directly: NamedTuple._replace costs a few microseconds a call)
+    return FitSetup(plan=kept.plan, n_batches=kept.n_batches, X=X, Y=Y, Xv=Xv, Yv=Yv,
+                    options=kept.options, steps_per_epoch=kept.steps_per_epoch,
+                    lr_table=kept.lr_table, plateau=kept.plateau)
 
 
 def record(trainer, key: tuple, setup: FitSetup) -> None:
