@@ -3,7 +3,9 @@
 A fit, in the order :meth:`Trainer.fit` tells it: the set-up (:mod:`nnjit.train.fit_setup`:
 the arguments become a checked plan, the data are adapted once, the model is laid out, the plan
 becomes the run's options), or the last fit's set-up again when a plain fit repeats it
-(:mod:`nnjit.train.repeat_fit`); the run state starts afresh or continues a saved fit
+(:mod:`nnjit.train.repeat_fit`), or, for a fresh trainer's first plain fit, the set-up an earlier
+trainer derived for a model of the same structure on data of the same form
+(:mod:`nnjit.train.fresh_fit`); the run state starts afresh or continues a saved fit
 (:mod:`nnjit.train.resume`); and the compiled loop runs, with Ctrl-C turned into a stop request
 (:mod:`nnjit.train.interrupt`) and the history reported (:mod:`nnjit.train.fit_report`).
 Predict, evaluate and gradients are :mod:`nnjit.train.inference`; checkpoints
