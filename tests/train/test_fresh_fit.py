@@ -207,3 +207,26 @@ def test_fresh_fits_compile_nothing_new():
             _fit(**kwargs)
     assert _taken() > before
     assert compiles == []
+
+
+def test_a_second_trainer_on_a_fitted_model_starts_from_its_trained_weights():
+    def second_fit():
+        nn.set_seed(7)
+        model = _mlp()
+        nn.Trainer(model, nn.Adam(lr=0.02)).fit(nn.DataLoader(X, Y, batch_size=8), epochs=2,
+                                                verbose=False)
+        trainer = nn.Trainer(model, nn.Adam(lr=0.02), regularizer=nn.SklearnL2Regularizer(1e-3))
+        history = trainer.fit(nn.DataLoader(X, Y, batch_size=8), val=(XV, YV), epochs=3,
+                              verbose=False)
+        return [p.data.copy() for p in model.parameters()], history.drop(columns="seconds")
+
+    fresh_fit.clear()
+    _fit()  # (the record the second trainer takes)
+    before = _taken()
+    warm = second_fit()
+    assert _taken() == before + 1  # (the first trainer's fit has another form)
+    fresh_fit.clear()
+    cold = second_fit()
+    for u, v in zip(warm[0], cold[0], strict=True):
+        np.testing.assert_array_equal(u, v)
+    assert warm[1].equals(cold[1])
