@@ -51,6 +51,10 @@ _SLOT_FIELDS = tuple(SlotSpec.__slots__)
 _lock = threading.Lock()  # (fits run in threads: joblib's threading backend)
 _entries: OrderedDict[tuple, object] = OrderedDict()
 _output_cols: dict[tuple, int] = {}
+# The stored structure keys, each under itself: structure_key returns the stored Key when the
+# new one equals it, so the fit's further lookups (output width, instance, a fresh fit's record)
+# find it by identity instead of comparing every part of the model again.
+_interned: dict[Key, Key] = {}
 stats = {"hits": 0, "misses": 0}  # lookups since the process started (tests read them)
 
 
@@ -106,7 +110,8 @@ def structure_key(modules, named_params, named_buffers, loss, specs, rows: int,
         index = first_index.setdefault(id(tensor), len(first_index))
         parts.append((name, data.shape, data.dtype.str,
                       bool(getattr(tensor, "requires_grad", True)), index))
-    return Key(tuple(parts))
+    key = Key(tuple(parts))
+    return _interned.get(key, key)  # (the one full comparison of this fit's key)
 
 
 @functools.cache
@@ -204,10 +209,12 @@ def store(key: Key | None, target_cols: int, program) -> None:
     with _lock:
         _entries[(key, target_cols)] = template
         _output_cols[key] = program.output_cols
+        _interned.setdefault(key, key)
         while len(_entries) > MAX_ENTRIES:
             (old_key, _), _ = _entries.popitem(last=False)
             if not any(k == old_key for k, _ in _entries):
                 _output_cols.pop(old_key, None)
+                _interned.pop(old_key, None)
 
 
 def clear() -> None:
@@ -215,3 +222,4 @@ def clear() -> None:
     with _lock:
         _entries.clear()
         _output_cols.clear()
+        _interned.clear()

@@ -81,7 +81,7 @@ def fit_key(trainer, train, y, val, arguments: tuple) -> tuple | None:
     if (program is None or trainer._inference_layout or trainer._graph is not None
             or trainer.distributed is not None or optimizer.full_batch):
         return None
-    if not all(type(a) in _SCALARS for a in arguments):  # (compared by value below)
+    if not scalar_arguments(arguments):  # (compared by value below)
         return None
     train_key = _data_key(train, y)
     val_key = () if val is None else _data_key(val, None)
@@ -91,6 +91,11 @@ def fit_key(trainer, train, y, val, arguments: tuple) -> tuple | None:
               optimizer.kind, trainer._dense_mode,
               None if regularizer is None else (regularizer.coef, regularizer.per_batch))
     return (program, trainer.loss, optimizer, regularizer), values
+
+
+def scalar_arguments(arguments: tuple) -> bool:
+    """Whether a key can hold the fit's arguments: each a plain scalar, compared by value."""
+    return all(type(a) in _SCALARS for a in arguments)
 
 
 def _data_key(data, y) -> tuple | None:

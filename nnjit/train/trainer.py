@@ -3,7 +3,9 @@
 A fit, in the order :meth:`Trainer.fit` tells it: the set-up (:mod:`nnjit.train.fit_setup`:
 the arguments become a checked plan, the data are adapted once, the model is laid out, the plan
 becomes the run's options), or the last fit's set-up again when a plain fit repeats it
-(:mod:`nnjit.train.repeat_fit`); the run state starts afresh or continues a saved fit
+(:mod:`nnjit.train.repeat_fit`), or, for a fresh trainer's first plain fit, the set-up an earlier
+trainer derived for a model of the same structure on data of the same form
+(:mod:`nnjit.train.fresh_fit`); the run state starts afresh or continues a saved fit
 (:mod:`nnjit.train.resume`); and the compiled loop runs, with Ctrl-C turned into a stop request
 (:mod:`nnjit.train.interrupt`) and the history reported (:mod:`nnjit.train.fit_report`).
 Predict, evaluate and gradients are :mod:`nnjit.train.inference`; checkpoints
@@ -37,7 +39,7 @@ from nnjit.optim import Adam, Optimizer, get_optimizer
 from nnjit.random import next_seed
 from nnjit.regularizers import Regularizer
 from nnjit.tape.tape import Tape, Tensor
-from nnjit.train import resume
+from nnjit.train import fresh_fit, resume
 from nnjit.train.checkpoint_methods import CheckpointMethods
 from nnjit.train.fit_plan import MONITORS, FitPlan
 from nnjit.train.fit_setup import FitSetup, set_up_fit
@@ -118,6 +120,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
         self.distributed = distributed
         self.program: Program | None = None
         self._walk = None  # the model's ModelWalk when it was last laid out
+        self._layout_made = None  # (its structure key, input specs, rows: for fresh_fit)
         self.history_: "pd.DataFrame | None" = None
         self._state = np.zeros(fields.STATE_WIDTH, dtype=np.float64)  # the compiled loop's row
         self._run_state = RunState(self._state)
@@ -235,6 +238,7 @@ class Trainer(InferenceMethods, CheckpointMethods):
         elif self._pending_rng is not None:
             program.rng[:] = self._pending_rng
         self._walk, self.param_spans = layout.walk, layout.param_spans
+        self._layout_made = (layout.key, layout.specs, layout.rows)  # (what fresh_fit records)
         self.optimizer.build(program.n_trainable, self.dtype)  # (the interpreter's step span)
         self._best = np.empty(program.n_params, dtype=self.dtype)
         spans = self.regularizer.spans(self.param_spans) if self.regularizer else _NO_SPANS
@@ -347,22 +351,29 @@ class Trainer(InferenceMethods, CheckpointMethods):
             key = (fit_key(self, train, y, val, arguments) if plain and self._last_fit
                    else None)
             setup = self._last_fit.reuse(self, key, train, y, val) if key is not None else None
-            if setup is None:
+            if setup is not None:
+                self._rebind()
+            else:
                 self._last_fit = None
-                setup = set_up_fit(self, train, y, epochs, val, batch_size, shuffle,
-                                   val_dataloader, validation_data, validation_split, dict(
-                    initial_epoch=initial_epoch, schedule_epochs=schedule_epochs, tol=tol,
-                    n_iter_no_change=n_iter_no_change, monitor=monitor, restore_best=restore_best,
-                    verbose=verbose, callbacks=callbacks, scheduler=scheduler,
-                    grad_clip_norm=grad_clip_norm, accumulation_steps=accumulation_steps,
-                    log_batches=log_batches))
-                if not isinstance(setup, FitSetup):  # (LBFGS fitted: its history)
-                    return setup
+                # A fresh trainer takes an earlier one's set-up for this form (fresh_fit).
+                fresh = fresh_fit.fresh_key(self, train, y, val, arguments) if plain else None
+                setup = (fresh_fit.take(self, fresh, train, y, val) if fresh is not None
+                         else None)
+                if setup is None:
+                    setup = set_up_fit(self, train, y, epochs, val, batch_size, shuffle,
+                                       val_dataloader, validation_data, validation_split, dict(
+                        initial_epoch=initial_epoch, schedule_epochs=schedule_epochs, tol=tol,
+                        n_iter_no_change=n_iter_no_change, monitor=monitor,
+                        restore_best=restore_best, verbose=verbose, callbacks=callbacks,
+                        scheduler=scheduler, grad_clip_norm=grad_clip_norm,
+                        accumulation_steps=accumulation_steps, log_batches=log_batches))
+                    if not isinstance(setup, FitSetup):  # (LBFGS fitted: its history)
+                        return setup
+                    if fresh is not None:
+                        fresh_fit.record(self, fresh, setup)
                 key = fit_key(self, train, y, val, arguments) if plain else None
                 if key is not None:  # (the state the next fit finds if nothing changes)
                     self._last_fit = RepeatFit(key, setup)
-            else:
-                self._rebind()
             plan, options, program = setup.plan, setup.options, self.program
             self._options = options
             distributed = self.distributed is not None and self.distributed.size > 1

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import nnjit as nn
+from nnjit.train import fresh_fit
 from nnjit.train import trainer as trainer_module
 
 
@@ -29,7 +30,8 @@ def _trainer(features=4, reg=True):
 
 
 class Pair:
-    """The two trainers, fitted alike; counts the full set-ups of ``fast``."""
+    """The two trainers, fitted alike; counts the set-ups ``fast`` derives (the full path,
+    or another trainer's set-up taken by its first fit) rather than repeats."""
 
     def __init__(self, monkeypatch, **kw):
         self.fast, self.full = _trainer(**kw), _trainer(**kw)
@@ -42,6 +44,16 @@ class Pair:
             return real(trainer, *args, **kwargs)
 
         monkeypatch.setattr(trainer_module, "set_up_fit", counting)
+        # (a first fit may take another trainer's set-up instead: nnjit.train.fresh_fit)
+        real_take = fresh_fit.take
+
+        def counting_take(trainer, *args):
+            setup = real_take(trainer, *args)
+            if trainer is self.fast and setup is not None:
+                self.full_setups += 1
+            return setup
+
+        monkeypatch.setattr(fresh_fit, "take", counting_take)
 
     def both(self, action):
         """``action(trainer)`` on each trainer (a change made between fits)."""
