@@ -36,6 +36,7 @@ stays faster: G=512 H=128 4.2 against 4.6).
 import numpy as np
 
 from nnjit.kernels import recurrent_cells as rc
+from nnjit.kernels import recurrent_product as rp
 from nnjit.kernels._jit import jit
 from nnjit.kernels.dense import add_into, dense_backward_bias, dense_forward
 from nnjit.kernels.views import view1d, view2d
@@ -144,8 +145,11 @@ def scan_forward(kind, p, w_hh, b_hh, has_bias, state, has_state, lengths, has_l
         for j in range(hidden):
             h[k, j] = state[b, j] if has_state else zero
             c[k, j] = state[b, hidden + j] if has_state and cell else zero
-    transposed = hidden <= TRANSPOSED_MAX_HIDDEN
-    if transposed:
+    packed = rp.fits(scratch, hidden)
+    transposed = hidden <= TRANSPOSED_MAX_HIDDEN and not packed
+    if packed:
+        rp.pack(w_hh, True, view1d(scratch, at, g * hidden))
+    elif transposed:
         for q in range(g):
             for j in range(hidden):
                 w_t[j, q] = w_hh[q, j]
@@ -160,7 +164,10 @@ def scan_forward(kind, p, w_hh, b_hh, has_bias, state, has_state, lengths, has_l
         hv = view2d(scratch, at + g * hidden, n, hidden)
         copy_into(hv, view2d(saved, off, n, hidden))
         hh = view2d(scratch, 0, n, g)
-        if transposed:
+        if packed:
+            rp.product(hv, view1d(scratch, at, g * hidden), hh,
+                       rp.BIAS if has_bias else rp.ZEROS, b_hh)
+        elif transposed:
             np.dot(hv, w_t, hh)
             if has_bias:
                 for k in range(n):
@@ -208,6 +215,10 @@ def scan_backward(kind, w_hh, y, dy, dh_n, dc_n, lengths, has_lengths, saved, sc
             dh[k, j] = dh_n[b, j]
             dc[k, j] = dc_n[b, j] if cell else zero
     section = steps * rows * hidden
+    w_p = view1d(scratch, at + 3 * rows * hidden, g * hidden)
+    packed = rp.fits(scratch, hidden)
+    if packed:
+        rp.pack(w_hh, False, w_p)
     for s in range(steps):
         t = s if reverse else steps - 1 - s
         n = valid_rows(lengths, has_lengths, order, t)
@@ -231,9 +242,12 @@ def scan_backward(kind, w_hh, y, dy, dh_n, dc_n, lengths, has_lengths, saved, sc
         else:
             rc.rnn_step_backward(y, dy, t, order, kind == RNN_RELU, dhv, dhh, dp, need_p,
                                  acc_p)
-        dnew = view2d(scratch, at + 2 * rows * hidden, n, hidden)
-        np.dot(dhh, w_hh, dnew)
-        add_into(dnew, dhv)
+        if packed:
+            rp.product(dhh, w_p, dhv, rp.ADD, w_p)
+        else:
+            dnew = view2d(scratch, at + 2 * rows * hidden, n, hidden)
+            np.dot(dhh, w_hh, dnew)
+            add_into(dnew, dhv)
     if need_state:
         for k in range(rows):
             b = int(order[k])

@@ -199,6 +199,8 @@ def _step_cat_op(a, b, *, T: int = 1):
 
 def _scan_geometry(draw, dims) -> OpGeometry:
     kind = list(KINDS)[draw(0, len(KINDS) - 1)]
+    if draw(0, 2) == 0:  # 8 hidden units: the packed product's path in float64 (8 lanes)
+        dims = dict(dims, H=8)
     hyper = {"T": dims["T"], "kind": kind, "reverse": draw(0, 1), "ragged": draw(0, 1)}
     return OpGeometry(dict(dims, G=kr.GATES[KINDS[kind]] * dims["H"]), hyper)
 

@@ -21,11 +21,11 @@ TORCH = {"rnn_tanh": torch.nn.RNN, "rnn_relu": torch.nn.RNN, "lstm": torch.nn.LS
          "gru": torch.nn.GRU}
 
 
-def layer(kind, **kwargs):
+def layer(kind, hidden=H, **kwargs):
     """The nnjit and torch layers of ``kind`` with nnjit's initial weights in both."""
     extra = {"nonlinearity": kind[4:]} if kind.startswith("rnn") else {}
-    ours = CLASSES[kind](I, H, **extra, **kwargs)
-    theirs = TORCH[kind](I, H, **extra, **kwargs).double()
+    ours = CLASSES[kind](I, hidden, **extra, **kwargs)
+    theirs = TORCH[kind](I, hidden, **extra, **kwargs).double()
     theirs.load_state_dict({k: torch.from_numpy(np.array(v, np.float64))
                             for k, v in ours.state_dict().items()})
     return ours, theirs
@@ -38,7 +38,7 @@ class Probe(nn.Module):
     def __init__(self, rnn, states: bool, rng):
         super().__init__()
         self.rnn = rnn
-        k = rnn.num_layers * rnn.num_directions * H
+        k = rnn.num_layers * rnn.num_directions * rnn.hidden_size
         self.h0 = nn.Parameter(rng.normal(size=(B, k))) if states else None
         self.c0 = (nn.Parameter(rng.normal(size=(B, k)))
                    if states and rnn.mode == "lstm" else None)
@@ -57,6 +57,7 @@ class Probe(nn.Module):
 
 def run_torch(rnn, X, Y, h0, c0, lengths, batch_first):
     """torch's (output, h_n[, c_n]) side by side as Probe's, and the gradients by name."""
+    H = rnn.hidden_size
     x = torch.from_numpy(X)
     inp = x if batch_first else x.transpose(0, 1)
     hx = None
@@ -85,18 +86,18 @@ def run_torch(rnn, X, Y, h0, c0, lengths, batch_first):
 
 
 def check_parity(kind, num_layers, bidirectional, batch_first, bias=True, states=True,
-                 ragged=False, seed=0):
+                 ragged=False, seed=0, hidden=H):
     rng = np.random.default_rng(seed)
     with nn.seeded(seed):
-        ours, theirs = layer(kind, num_layers=num_layers, bidirectional=bidirectional,
+        ours, theirs = layer(kind, hidden, num_layers=num_layers, bidirectional=bidirectional,
                              batch_first=batch_first, bias=bias)
     model = Probe(ours, states, rng)
     X = rng.normal(size=(B, T, I))
     lengths = rng.integers(1, T + 1, size=B) if ragged else None
     if ragged:
         lengths[0] = T  # torch's padded output has T steps only if one sequence has
-    width = T * ours.num_directions * H + (2 if kind == "lstm" else 1) * (
-        num_layers * ours.num_directions * H)
+    width = T * ours.num_directions * hidden + (2 if kind == "lstm" else 1) * (
+        num_layers * ours.num_directions * hidden)
     Y = rng.normal(size=(B, width))
     trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
     data = X if lengths is None else (X, lengths.astype(np.int64)[:, None])
@@ -131,3 +132,11 @@ def test_variable_lengths_match_torch_packed_sequences(kind, bidirectional):
     steps = out[:, :T * H * (2 if bidirectional else 1)].reshape(B, T, -1)
     for b, n in enumerate(lengths):
         assert not steps[b, n:].any() and steps[b, :n].any()
+
+
+@pytest.mark.parametrize("kind", list(CLASSES))
+def test_packed_recurrent_product_matches_torch(kind):
+    # 16 hidden units (2 and 4-8 vectors of 8 float64 lanes), 5 rows (a tile of 4 and an edge
+    # one): the scan's packed W_hh product (nnjit.kernels.recurrent_product), forward and backward
+    check_parity(kind, 2, True, True, hidden=16)
+    check_parity(kind, 1, False, True, ragged=True, seed=3, hidden=16)

@@ -1,0 +1,141 @@
+"""The recurrent scan's per-step product through ``W_hh``, with the weight packed once per scan.
+
+A step multiplies the valid rows' state (n, K) by a fixed matrix (K, N): ``W_hh^T`` forward
+(K = H, N = G) and ``W_hh`` backward (K = G, N = H). BLAS repacks that matrix at every call,
+which for a few dozen rows costs as much as the product (LSTM H=128, 32 rows: ~65 GFLOP/s of a
+100-145 peak). Here it is packed once per scan (:func:`pack`) into strips of one vector's width:
+strip ``v`` holds columns ``v*L .. (v+1)*L`` (L the lanes) for every k, contiguous, so a tile
+streams each strip front to back.
+
+:func:`product`: ``out (n, N) = a (n, K) @ B`` starting from zeros, a bias row or ``out``
+itself. A tile of 4 rows by 4 strips is 16 vector accumulators; per k, 4 vector loads and 4
+broadcasts feed 16 FMAs. No blocking along K: the panel of 4 strips (K * 256 bytes) streams
+from L2 at a quarter of a vector per FMA, which L2 sustains (measured: blocking K to fit L1 was
+slower at every block size tried, 8-64 KiB; 4x4 tiles against 8x3 ones: as fast where both fit,
+and the LSTM's 8 strips and the GRU's 4 have no edge waste). Edge rows and strips repeat the
+last one (computed twice, stored twice), as in
+:mod:`nnjit.kernels.dense_vector`. N must be a multiple of the lanes (:func:`fits`).
+"""
+
+from nnjit.kernels import simd
+from nnjit.kernels._jit import jit
+from nnjit.kernels.views import view1d
+
+ZEROS, BIAS, ADD = 0, 1, 2
+
+
+@jit
+def fits(buf, cols):
+    """Whether a product with ``cols`` output columns can run packed (a multiple of the lanes
+    of ``buf``'s dtype)."""
+    return cols % simd.lanes(buf) == 0
+
+
+@jit
+def pack(w, transpose, packed):
+    """packed (K*N,) = B in strips (module doc), B = ``w.T`` (w (N, K)) when ``transpose``,
+    else ``w`` (K, N)."""
+    lanes = simd.lanes(packed)
+    if transpose:
+        cols, inner = w.shape
+    else:
+        inner, cols = w.shape
+    for v in range(cols // lanes):
+        base = v * inner * lanes
+        for k in range(inner):
+            strip = packed[base + k * lanes:base + (k + 1) * lanes]
+            for lane in range(lanes):
+                strip[lane] = w[v * lanes + lane, k] if transpose else w[k, v * lanes + lane]
+
+
+@jit
+def product(a, packed, out, start, bias):
+    """out (n, N) = a (n, K) @ B plus, by ``start``, nothing (ZEROS), ``bias`` (N,) (BIAS) or
+    out (ADD); B packed by :func:`pack`; a and out C-contiguous (module doc)."""
+    rows, inner = a.shape
+    cols = out.shape[1]
+    if rows == 0:
+        return
+    af = a.reshape(rows * inner)
+    of = out.reshape(rows * cols)
+    lanes = simd.lanes(of)
+    strips = cols // lanes
+    for v0 in range(0, strips, 4):
+        _panel(af, packed, of, bias, rows, inner, cols, lanes, v0, start)
+
+
+@jit
+def _panel(af, packed, of, bias, rows, inner, cols, lanes, v0, first):
+    """Strips v0 .. v0+3 of out (the last repeated past the edge), every row block."""
+    last, lastv = rows - 1, cols // lanes - 1
+    v0 = min(v0, lastv)
+    v1 = min(v0 + 1, lastv)
+    v2 = min(v0 + 2, lastv)
+    v3 = min(v0 + 3, lastv)
+    strip = inner * lanes
+    s0, s1, s2, s3 = v0 * strip, v1 * strip, v2 * strip, v3 * strip
+    c0, c1, c2, c3 = v0 * lanes, v1 * lanes, v2 * lanes, v3 * lanes
+    pk0, pk1 = view1d(packed, s0, strip), view1d(packed, s1, strip)
+    pk2, pk3 = view1d(packed, s2, strip), view1d(packed, s3, strip)
+    for r0 in range(0, rows, 4):
+        r1, r2, r3 = min(r0 + 1, last), min(r0 + 2, last), min(r0 + 3, last)
+        q0, q1, q2, q3 = r0 * cols, r1 * cols, r2 * cols, r3 * cols
+        e0, e1, e2, e3 = r0 * inner, r1 * inner, r2 * inner, r3 * inner
+        a00, a01, a02, a03 = _start(of, bias, q0, c0, c1, c2, c3, first)
+        a10, a11, a12, a13 = _start(of, bias, q1, c0, c1, c2, c3, first)
+        a20, a21, a22, a23 = _start(of, bias, q2, c0, c1, c2, c3, first)
+        a30, a31, a32, a33 = _start(of, bias, q3, c0, c1, c2, c3, first)
+        ar0, ar1 = view1d(af, e0, inner), view1d(af, e1, inner)
+        ar2, ar3 = view1d(af, e2, inner), view1d(af, e3, inner)
+        for k in range(inner):
+            w = k * lanes
+            b0 = simd.load(pk0, w)
+            b1 = simd.load(pk1, w)
+            b2 = simd.load(pk2, w)
+            b3 = simd.load(pk3, w)
+            s = simd.splat(ar0, k)
+            a00 = simd.fma(s, b0, a00)
+            a01 = simd.fma(s, b1, a01)
+            a02 = simd.fma(s, b2, a02)
+            a03 = simd.fma(s, b3, a03)
+            s = simd.splat(ar1, k)
+            a10 = simd.fma(s, b0, a10)
+            a11 = simd.fma(s, b1, a11)
+            a12 = simd.fma(s, b2, a12)
+            a13 = simd.fma(s, b3, a13)
+            s = simd.splat(ar2, k)
+            a20 = simd.fma(s, b0, a20)
+            a21 = simd.fma(s, b1, a21)
+            a22 = simd.fma(s, b2, a22)
+            a23 = simd.fma(s, b3, a23)
+            s = simd.splat(ar3, k)
+            a30 = simd.fma(s, b0, a30)
+            a31 = simd.fma(s, b1, a31)
+            a32 = simd.fma(s, b2, a32)
+            a33 = simd.fma(s, b3, a33)
+        # (repeated edge rows and strips store the same values twice; the last first)
+        _store(of, q3, c0, c1, c2, c3, a30, a31, a32, a33)
+        _store(of, q2, c0, c1, c2, c3, a20, a21, a22, a23)
+        _store(of, q1, c0, c1, c2, c3, a10, a11, a12, a13)
+        _store(of, q0, c0, c1, c2, c3, a00, a01, a02, a03)
+
+
+@jit
+def _start(of, bias, row, c0, c1, c2, c3, first):
+    """A row's 4 accumulators: zeros, the bias's vectors or out's."""
+    if first == ADD:
+        return (simd.load(of, row + c0), simd.load(of, row + c1), simd.load(of, row + c2),
+                simd.load(of, row + c3))
+    if first == BIAS:
+        return simd.load(bias, c0), simd.load(bias, c1), simd.load(bias, c2), simd.load(bias, c3)
+    z = simd.zeros(of)
+    return z, z, z, z
+
+
+@jit
+def _store(of, row, c0, c1, c2, c3, d0, d1, d2, d3):
+    """Store a row's 4 vectors, the last first."""
+    simd.store(of, row + c3, d3)
+    simd.store(of, row + c2, d2)
+    simd.store(of, row + c1, d1)
+    simd.store(of, row + c0, d0)
