@@ -267,12 +267,16 @@ def scan_backward(kind, w_hh, y, dy, dh_n, dc_n, lengths, has_lengths, saved, sc
 
 @jit
 def weight_grad(dy, x, dw, scratch, accumulate):
-    """dw (O, I) (+)= dy (R, O).T @ x (R, I), as ``(x^T dy)^T`` for R >= TRANSPOSED_WEIGHT_ROWS
-    (module doc); ``scratch`` (>= O * I elements, 1-D)."""
+    """dw (O, I) (+)= dy (R, O).T @ x (R, I); ``scratch`` (>= O * I elements, 1-D). For O a
+    multiple of the lanes as ``(x^T dy)^T`` through :func:`recurrent_product.reduce_product`,
+    else through BLAS, as ``(x^T dy)^T`` for R >= TRANSPOSED_WEIGHT_ROWS (module doc)."""
     cols, inner = dw.shape
-    if dy.shape[0] >= TRANSPOSED_WEIGHT_ROWS:
+    if rp.fits(scratch, cols) or dy.shape[0] >= TRANSPOSED_WEIGHT_ROWS:
         tmp = view2d(scratch, 0, inner, cols)
-        np.dot(x.T, dy, tmp)
+        if rp.fits(scratch, cols):
+            rp.reduce_product(x, dy, tmp, False)
+        else:
+            np.dot(x.T, dy, tmp)
         for o in range(cols):
             for k in range(inner):
                 dw[o, k] = dw[o, k] + tmp[k, o] if accumulate else tmp[k, o]

@@ -19,9 +19,10 @@ last one (computed twice, stored twice), as in
 
 from nnjit.kernels import simd
 from nnjit.kernels._jit import jit
-from nnjit.kernels.views import view1d
 
 ZEROS, BIAS, ADD = 0, 1, 2
+#: rows of a :func:`reduce_product` block (float32 G=192: 96 KiB of dy, in L2)
+REDUCE_ROWS = 128
 
 
 @jit
@@ -56,68 +57,82 @@ def product(a, packed, out, start, bias):
     cols = out.shape[1]
     if rows == 0:
         return
-    af = a.reshape(rows * inner)
-    of = out.reshape(rows * cols)
-    lanes = simd.lanes(of)
-    strips = cols // lanes
-    for v0 in range(0, strips, 4):
-        _panel(af, packed, of, bias, rows, inner, cols, lanes, v0, start)
+    lanes = simd.lanes(packed)
+    _tiles(a.reshape(rows * inner), inner, 1, packed, inner * lanes, lanes,
+           out.reshape(rows * cols), bias, rows, cols, 0, inner, start)
 
 
 @jit
-def _panel(af, packed, of, bias, rows, inner, cols, lanes, v0, first):
-    """Strips v0 .. v0+3 of out (the last repeated past the edge), every row block."""
+def reduce_product(x, dy, out, accumulate):
+    """out (I, N) (+)= x (R, I).T @ dy (R, N), all C-contiguous, N a multiple of the lanes: the
+    weight gradient's product over every step, as :func:`product`'s tiles on x's columns and
+    dy's rows in place (no packing: a row of dy is contiguous), R in blocks of
+    :data:`REDUCE_ROWS` so that a block of dy is reused from L2 by every tile."""
+    rows, inner = x.shape
+    cols = dy.shape[1]
+    lanes = simd.lanes(dy.reshape(rows * cols))
+    xf, df, of = x.reshape(rows * inner), dy.reshape(rows * cols), out.reshape(inner * cols)
+    if rows == 0 and not accumulate:
+        for j in range(of.shape[0]):
+            of[j] = of.dtype.type(0.0)
+    for k0 in range(0, rows, REDUCE_ROWS):
+        k1 = min(k0 + REDUCE_ROWS, rows)
+        _tiles(xf, 1, inner, df, lanes, cols, of, of, inner, cols, k0, k1,
+               ADD if accumulate or k0 > 0 else ZEROS)
+
+
+@jit
+def _tiles(af, a_row, a_step, bf, b_strip, b_step, of, bias, rows, cols, k0, k1, first):
+    """out (rows, cols) (+)= A @ B over k in [k0, k1): A's (i, k) at ``af[i*a_row + k*a_step]``,
+    B's vector (k, v) at ``bf[v*b_strip + k*b_step]``; tiles of 4 rows by 4 strips, the last
+    row and strip repeated past the edge (module doc)."""
+    lanes = simd.lanes(of)
     last, lastv = rows - 1, cols // lanes - 1
-    v0 = min(v0, lastv)
-    v1 = min(v0 + 1, lastv)
-    v2 = min(v0 + 2, lastv)
-    v3 = min(v0 + 3, lastv)
-    strip = inner * lanes
-    s0, s1, s2, s3 = v0 * strip, v1 * strip, v2 * strip, v3 * strip
-    c0, c1, c2, c3 = v0 * lanes, v1 * lanes, v2 * lanes, v3 * lanes
-    pk0, pk1 = view1d(packed, s0, strip), view1d(packed, s1, strip)
-    pk2, pk3 = view1d(packed, s2, strip), view1d(packed, s3, strip)
-    for r0 in range(0, rows, 4):
-        r1, r2, r3 = min(r0 + 1, last), min(r0 + 2, last), min(r0 + 3, last)
-        q0, q1, q2, q3 = r0 * cols, r1 * cols, r2 * cols, r3 * cols
-        e0, e1, e2, e3 = r0 * inner, r1 * inner, r2 * inner, r3 * inner
-        a00, a01, a02, a03 = _start(of, bias, q0, c0, c1, c2, c3, first)
-        a10, a11, a12, a13 = _start(of, bias, q1, c0, c1, c2, c3, first)
-        a20, a21, a22, a23 = _start(of, bias, q2, c0, c1, c2, c3, first)
-        a30, a31, a32, a33 = _start(of, bias, q3, c0, c1, c2, c3, first)
-        ar0, ar1 = view1d(af, e0, inner), view1d(af, e1, inner)
-        ar2, ar3 = view1d(af, e2, inner), view1d(af, e3, inner)
-        for k in range(inner):
-            w = k * lanes
-            b0 = simd.load(pk0, w)
-            b1 = simd.load(pk1, w)
-            b2 = simd.load(pk2, w)
-            b3 = simd.load(pk3, w)
-            s = simd.splat(ar0, k)
-            a00 = simd.fma(s, b0, a00)
-            a01 = simd.fma(s, b1, a01)
-            a02 = simd.fma(s, b2, a02)
-            a03 = simd.fma(s, b3, a03)
-            s = simd.splat(ar1, k)
-            a10 = simd.fma(s, b0, a10)
-            a11 = simd.fma(s, b1, a11)
-            a12 = simd.fma(s, b2, a12)
-            a13 = simd.fma(s, b3, a13)
-            s = simd.splat(ar2, k)
-            a20 = simd.fma(s, b0, a20)
-            a21 = simd.fma(s, b1, a21)
-            a22 = simd.fma(s, b2, a22)
-            a23 = simd.fma(s, b3, a23)
-            s = simd.splat(ar3, k)
-            a30 = simd.fma(s, b0, a30)
-            a31 = simd.fma(s, b1, a31)
-            a32 = simd.fma(s, b2, a32)
-            a33 = simd.fma(s, b3, a33)
-        # (repeated edge rows and strips store the same values twice; the last first)
-        _store(of, q3, c0, c1, c2, c3, a30, a31, a32, a33)
-        _store(of, q2, c0, c1, c2, c3, a20, a21, a22, a23)
-        _store(of, q1, c0, c1, c2, c3, a10, a11, a12, a13)
-        _store(of, q0, c0, c1, c2, c3, a00, a01, a02, a03)
+    ka0, kb0 = k0 * a_step, k0 * b_step
+    for s0 in range(0, lastv + 1, 4):
+        v1, v2, v3 = min(s0 + 1, lastv), min(s0 + 2, lastv), min(s0 + 3, lastv)
+        c0, c1, c2, c3 = s0 * lanes, v1 * lanes, v2 * lanes, v3 * lanes
+        t0, t1 = s0 * b_strip + kb0, v1 * b_strip + kb0
+        t2, t3 = v2 * b_strip + kb0, v3 * b_strip + kb0
+        for r0 in range(0, rows, 4):
+            r1, r2, r3 = min(r0 + 1, last), min(r0 + 2, last), min(r0 + 3, last)
+            q0, q1, q2, q3 = r0 * cols, r1 * cols, r2 * cols, r3 * cols
+            e0, e1, e2, e3 = r0 * a_row + ka0, r1 * a_row + ka0, r2 * a_row + ka0, r3 * a_row + ka0
+            a00, a01, a02, a03 = _start(of, bias, q0, c0, c1, c2, c3, first)
+            a10, a11, a12, a13 = _start(of, bias, q1, c0, c1, c2, c3, first)
+            a20, a21, a22, a23 = _start(of, bias, q2, c0, c1, c2, c3, first)
+            a30, a31, a32, a33 = _start(of, bias, q3, c0, c1, c2, c3, first)
+            for k in range(k1 - k0):
+                ka, kb = k * a_step, k * b_step
+                b0 = simd.load(bf, t0 + kb)
+                b1 = simd.load(bf, t1 + kb)
+                b2 = simd.load(bf, t2 + kb)
+                b3 = simd.load(bf, t3 + kb)
+                s = simd.splat(af, e0 + ka)
+                a00 = simd.fma(s, b0, a00)
+                a01 = simd.fma(s, b1, a01)
+                a02 = simd.fma(s, b2, a02)
+                a03 = simd.fma(s, b3, a03)
+                s = simd.splat(af, e1 + ka)
+                a10 = simd.fma(s, b0, a10)
+                a11 = simd.fma(s, b1, a11)
+                a12 = simd.fma(s, b2, a12)
+                a13 = simd.fma(s, b3, a13)
+                s = simd.splat(af, e2 + ka)
+                a20 = simd.fma(s, b0, a20)
+                a21 = simd.fma(s, b1, a21)
+                a22 = simd.fma(s, b2, a22)
+                a23 = simd.fma(s, b3, a23)
+                s = simd.splat(af, e3 + ka)
+                a30 = simd.fma(s, b0, a30)
+                a31 = simd.fma(s, b1, a31)
+                a32 = simd.fma(s, b2, a32)
+                a33 = simd.fma(s, b3, a33)
+            # (repeated edge rows and strips store the same values twice; the last first)
+            _store(of, q3, c0, c1, c2, c3, a30, a31, a32, a33)
+            _store(of, q2, c0, c1, c2, c3, a20, a21, a22, a23)
+            _store(of, q1, c0, c1, c2, c3, a10, a11, a12, a13)
+            _store(of, q0, c0, c1, c2, c3, a00, a01, a02, a03)
 
 
 @jit
