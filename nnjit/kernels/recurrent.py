@@ -49,11 +49,21 @@ GATES = (1, 1, 4, 3)
 SAVED = (1, 1, 7, 5)
 
 
-def scratch_size(g: int, rows: int, steps: int, hidden: int) -> int:
-    """Scratch elements a scan of ``rows`` rows, ``g`` gate values per row and step needs
-    (module doc)."""
-    return max(2 * rows * g + g * hidden + 2 * rows * hidden,
-               steps * rows * g + 3 * rows * hidden + g * hidden) + rows
+def scratch_size(g: int, rows: int, steps: int, hidden: int, width: int = 0) -> int:
+    """Scratch elements a scan of ``rows`` rows, ``g`` gate values per row and step needs;
+    ``width``: the state's (the LSTM's projection, ``proj_size``), else 0 (module doc)."""
+    proj = width * hidden if width else 0
+    width = width or hidden
+    forward = 2 * rows * g + g * width + rows * width + rows * hidden + proj
+    backward = steps * rows * g + 2 * rows * width + rows * hidden + g * width + (
+        steps * rows * width + rows * hidden + proj if proj else 0)
+    return max(forward, backward) + rows
+
+
+def saved_size(kind: int, steps: int, hidden: int, width: int = 0) -> int:
+    """Saved elements per row (module doc); ``width`` as :func:`scratch_size`'s."""
+    extra = (width + hidden) if width else hidden
+    return steps * ((SAVED[kind] - 1) * hidden + extra)
 
 
 @jit
@@ -126,46 +136,62 @@ def clear_padded(order, n, t, width, out, clear):
 
 @jit
 def scan_forward(kind, p, w_hh, b_hh, has_bias, state, has_state, lengths, has_lengths,
-                 y, h_n, c_n, saved, scratch, steps, reverse, mode):
-    """Run ``steps`` steps (last to first when ``reverse``) from ``state`` (B, 2H: h | c) or
-    zeros: y (B, T*H) the outputs, h_n and c_n (B, H) the final states (module doc)."""
-    rows, hidden = h_n.shape
+                 y, h_n, c_n, saved, scratch, steps, reverse, mode, w_hr, proj):
+    """Run ``steps`` steps (last to first when ``reverse``) from ``state`` (B, W+H: h | c) or
+    zeros: y (B, T*W) the outputs, h_n (B, W) and c_n (B, H) the final states, W = H, or P with
+    an LSTM's projection ``w_hr`` (P, H) (``proj``) (module doc)."""
+    rows, width = h_n.shape
     g = w_hh.shape[0]
+    hidden = g // GATES[kind]
     cell = kind == LSTM
     spare = view1d(scratch, rows * g, rows * g)
     at = 2 * rows * g
-    w_t = view2d(scratch, at, hidden, g)
-    h = view2d(scratch, at + g * hidden, rows, hidden)
-    c = view2d(scratch, at + g * hidden + rows * hidden, rows, hidden)
-    order = view1d(scratch, at + g * hidden + 2 * rows * hidden, rows)
+    w_t = view2d(scratch, at, width, g)
+    h_at = at + g * width
+    c_at = h_at + rows * width
+    order = view1d(scratch, c_at + rows * hidden, rows)
+    wr = view1d(scratch, c_at + rows * hidden + rows, width * hidden if proj else 0)
     sort_rows(lengths, has_lengths, order)
+    h = view2d(scratch, h_at, rows, width)
+    c = view2d(scratch, c_at, rows, hidden)
     zero = h.dtype.type(0.0)
     for k in range(rows):
         b = int(order[k])
-        for j in range(hidden):
+        for j in range(width):
             h[k, j] = state[b, j] if has_state else zero
-            c[k, j] = state[b, hidden + j] if has_state and cell else zero
-    packed = rp.fits(scratch, hidden)
-    transposed = hidden <= TRANSPOSED_MAX_HIDDEN and not packed
+        for j in range(hidden):
+            c[k, j] = state[b, width + j] if has_state and cell else zero
+    packed = rp.fits(scratch, width) and rp.fits(scratch, g)
+    transposed = width <= TRANSPOSED_MAX_HIDDEN and not packed
     if packed:
-        rp.pack(w_hh, True, view1d(scratch, at, g * hidden))
+        rp.pack(w_hh, True, view1d(scratch, at, g * width))
     elif transposed:
         for q in range(g):
-            for j in range(hidden):
+            for j in range(width):
                 w_t[j, q] = w_hh[q, j]
+    if proj:  # W_hr^T, packed when the projection's width allows
+        if rp.fits(scratch, width):
+            rp.pack(w_hr, True, wr)
+        else:
+            wr_t = view2d(wr, 0, hidden, width)
+            for q in range(width):
+                for j in range(hidden):
+                    wr_t[j, q] = w_hr[q, j]
     section = steps * rows * hidden
+    base = steps * rows * width
     for s in range(steps):
         t = steps - 1 - s if reverse else s
         n = valid_rows(lengths, has_lengths, order, t)
-        clear_padded(order, n, t, hidden, y, True)
+        clear_padded(order, n, t, width, y, True)
         if n == 0:
             continue
-        off = packed_offset(lengths, has_lengths, rows, t) * hidden
-        hv = view2d(scratch, at + g * hidden, n, hidden)
-        copy_into(hv, view2d(saved, off, n, hidden))
+        row = packed_offset(lengths, has_lengths, rows, t)
+        off = row * hidden
+        hv = view2d(scratch, h_at, n, width)
+        copy_into(hv, view2d(saved, row * width, n, width))
         hh = view2d(scratch, 0, n, g)
         if packed:
-            rp.product(hv, view1d(scratch, at, g * hidden), hh,
+            rp.product(hv, view1d(scratch, at, g * width), hh,
                        rp.BIAS if has_bias else rp.ZEROS, b_hh)
         elif transposed:
             np.dot(hv, w_t, hh)
@@ -175,15 +201,17 @@ def scan_forward(kind, p, w_hh, b_hh, has_bias, state, has_state, lengths, has_l
         else:
             dense_forward(hv, w_hh, b_hh, hh, has_bias, mode, spare)
         if kind == LSTM:
-            rc.lstm_step_forward(p, t, hh, order, hv,
-                                 view2d(scratch, at + g * hidden + rows * hidden, n, hidden), y,
-                                 view2d(saved, 2 * section + 4 * off, n, 4 * hidden),
-                                 view2d(saved, section + off, n, hidden),
-                                 view2d(saved, 6 * section + off, n, hidden))
+            raw = view2d(saved, base + 6 * section + off, n, hidden) if proj else hv
+            rc.lstm_step_forward(p, t, hh, order, raw, view2d(scratch, c_at, n, hidden), y,
+                                 view2d(saved, base + section + 4 * off, n, 4 * hidden),
+                                 view2d(saved, base + off, n, hidden),
+                                 view2d(saved, base + 5 * section + off, n, hidden), not proj)
+            if proj:
+                project(raw, w_hr, wr, hv, order, t, y)
         elif kind == GRU:
             rc.gru_step_forward(p, t, hh, order, hv, y,
-                                view2d(saved, section + 3 * off, n, 3 * hidden),
-                                view2d(saved, 4 * section + off, n, hidden))
+                                view2d(saved, base + 3 * off, n, 3 * hidden),
+                                view2d(saved, base + 3 * section + off, n, hidden))
         else:
             rc.rnn_step_forward(p, t, hh, order, kind == RNN_RELU, hv, y)
     for k in range(rows):
@@ -194,31 +222,54 @@ def scan_forward(kind, p, w_hh, b_hh, has_bias, state, has_state, lengths, has_l
 
 
 @jit
+def project(raw, w_hr, wr, h, order, t, y):
+    """h (n, P) = raw (n, H) @ W_hr^T (``wr``: packed, or W_hr^T (H, P)); y's step t = h."""
+    width = h.shape[1]
+    if rp.fits(wr, width):
+        rp.product(raw, wr, h, rp.ZEROS, wr)
+    else:
+        np.dot(raw, view2d(wr, 0, raw.shape[1], width), h)
+    for k in range(h.shape[0]):
+        rc.copy_row(h[k], y[int(order[k]), t * width:(t + 1) * width])
+
+
+@jit
 def scan_backward(kind, w_hh, y, dy, dh_n, dc_n, lengths, has_lengths, saved, scratch, steps,
                   reverse, dp, need_p, acc_p, dw, need_w, acc_w, db, need_b, acc_b, dstate,
-                  need_state):
+                  need_state, w_hr, proj, dw_hr):
     """Backpropagation through the steps of :func:`scan_forward`: from the outputs' gradient
-    dy and the final states' dh_n, dc_n (B, H), the gradients of p (B, T*G), W_hh (G, H),
-    b_hh (G,) and the initial state (B, 2H), each written or added (``acc_*``) when needed."""
-    rows, hidden = dh_n.shape
+    dy and the final states' dh_n (B, W), dc_n (B, H), the gradients of p (B, T*G), W_hh
+    (G, W), b_hh (G,) and the initial state (B, W+H), each written or added (``acc_*``) when
+    needed, and with ``proj`` W_hr's (P, H), written (its scan is its only reader)."""
+    rows, width = dh_n.shape
     g = w_hh.shape[0]
+    hidden = g // GATES[kind]
     cell = kind == LSTM
     at = steps * rows * g
-    dh = view2d(scratch, at, rows, hidden)
-    dc = view2d(scratch, at + rows * hidden, rows, hidden)
-    order = view1d(scratch, at + 3 * rows * hidden + g * hidden, rows)
+    dh = view2d(scratch, at, rows, width)
+    dc = view2d(scratch, at + rows * width, rows, hidden)
+    dnew_at = at + rows * width + rows * hidden
+    wp_at = dnew_at + rows * width
+    order = view1d(scratch, wp_at + g * width, rows)
+    dhp_at = wp_at + g * width + rows  # proj: dh of every step (as dhh), raw's grad, W_hr
+    raw_at = dhp_at + steps * rows * width
+    wr = view1d(scratch, raw_at + rows * hidden, width * hidden if proj else 0)
     sort_rows(lengths, has_lengths, order)
     zero = dh.dtype.type(0.0)
     for k in range(rows):
         b = int(order[k])
-        for j in range(hidden):
+        for j in range(width):
             dh[k, j] = dh_n[b, j]
+        for j in range(hidden):
             dc[k, j] = dc_n[b, j] if cell else zero
     section = steps * rows * hidden
-    w_p = view1d(scratch, at + 3 * rows * hidden, g * hidden)
-    packed = rp.fits(scratch, hidden)
+    base = steps * rows * width
+    w_p = view1d(scratch, wp_at, g * width)
+    packed = rp.fits(scratch, width) and rp.fits(scratch, g)
     if packed:
         rp.pack(w_hh, False, w_p)
+    if proj and rp.fits(scratch, hidden):
+        rp.pack(w_hr, False, wr)
     for s in range(steps):
         t = s if reverse else steps - 1 - s
         n = valid_rows(lengths, has_lengths, order, t)
@@ -228,41 +279,68 @@ def scan_backward(kind, w_hh, y, dy, dh_n, dc_n, lengths, has_lengths, saved, sc
         row = packed_offset(lengths, has_lengths, rows, t)
         off = row * hidden
         dhh = view2d(scratch, row * g, n, g)
-        dhv = view2d(scratch, at, n, hidden)
+        dhv = view2d(scratch, at, n, width)
         if kind == LSTM:
-            rc.lstm_step_backward(dy, t, order, view2d(saved, 2 * section + 4 * off, n, g),
-                                  view2d(saved, section + off, n, hidden),
-                                  view2d(saved, 6 * section + off, n, hidden), dhv,
-                                  view2d(scratch, at + rows * hidden, n, hidden), dhh, dp, need_p,
-                                  acc_p)
+            draw = dhv
+            if proj:
+                draw = view2d(scratch, raw_at, n, hidden)
+                unproject(dhv, dy, order, t, view2d(scratch, dhp_at + row * width, n, width),
+                          w_hr, wr, draw)
+            rc.lstm_step_backward(dy, t, order, view2d(saved, base + section + 4 * off, n, g),
+                                  view2d(saved, base + off, n, hidden),
+                                  view2d(saved, base + 5 * section + off, n, hidden), draw,
+                                  view2d(scratch, at + rows * width, n, hidden), dhh, dp,
+                                  need_p, acc_p, not proj)
         elif kind == GRU:
-            rc.gru_step_backward(dy, t, order, view2d(saved, section + 3 * off, n, g),
-                                 view2d(saved, 4 * section + off, n, hidden),
-                                 view2d(saved, off, n, hidden), dhv, dhh, dp, need_p, acc_p)
+            rc.gru_step_backward(dy, t, order, view2d(saved, base + 3 * off, n, g),
+                                 view2d(saved, base + 3 * section + off, n, hidden),
+                                 view2d(saved, row * width, n, hidden), dhv, dhh, dp, need_p,
+                                 acc_p)
         else:
             rc.rnn_step_backward(y, dy, t, order, kind == RNN_RELU, dhv, dhh, dp, need_p,
                                  acc_p)
+        # dh (+)= dhh @ W_hh (an LSTM's dh is 0 after its cell, or holds the projection's)
         if packed:
-            rp.product(dhh, w_p, dhv, rp.ADD, w_p)
+            rp.product(dhh, w_p, dhv, rp.ZEROS if proj else rp.ADD, w_p)
+        elif proj:
+            np.dot(dhh, w_hh, dhv)
         else:
-            dnew = view2d(scratch, at + 2 * rows * hidden, n, hidden)
+            dnew = view2d(scratch, dnew_at, n, width)
             np.dot(dhh, w_hh, dnew)
             add_into(dnew, dhv)
     if need_state:
         for k in range(rows):
             b = int(order[k])
-            rc.copy_row(dh[k], dstate[b, :hidden])
-            rc.copy_row(dc[k], dstate[b, hidden:])
+            rc.copy_row(dh[k], dstate[b, :width])
+            rc.copy_row(dc[k], dstate[b, width:])
     total = packed_offset(lengths, has_lengths, rows, steps)
     dhh_all = view2d(scratch, 0, total, g)
     if need_w:
         if total > 0:
-            weight_grad(dhh_all, view2d(saved, 0, total, hidden), dw,
-                        view1d(scratch, at + 3 * rows * hidden, g * hidden), acc_w)
+            weight_grad(dhh_all, view2d(saved, 0, total, width), dw, w_p, acc_w)
         elif not acc_w:
             copy_into(dw, dw, zero_out=True)
     if need_b:
         dense_backward_bias(dhh_all, db, acc_b)
+    if proj:
+        if total > 0:
+            weight_grad(view2d(scratch, dhp_at, total, width),
+                        view2d(saved, base + 6 * section, total, hidden), dw_hr, wr, False)
+        else:
+            copy_into(dw_hr, dw_hr, zero_out=True)
+
+
+@jit
+def unproject(dh, dy, order, t, dhp, w_hr, wr, draw):
+    """dhp (n, P) = dh + dy's step t (the projection's output gradient, kept for W_hr's);
+    draw (n, H) = dhp @ W_hr (``wr``: W_hr packed, when H allows)."""
+    width = dh.shape[1]
+    for k in range(dh.shape[0]):
+        rc.add_rows(dh[k], dy[int(order[k]), t * width:(t + 1) * width], dhp[k])
+    if rp.fits(wr, draw.shape[1]):
+        rp.product(dhp, wr, draw, rp.ZEROS, wr)
+    else:
+        np.dot(dhp, w_hr, draw)
 
 
 @jit
@@ -290,28 +368,30 @@ def weight_grad(dy, x, dw, scratch, accumulate):
 
 
 @jit
-def copy_state(h0, c0, has_c, col, out):
-    """out (B, 2H) = [h0 (B, K*H)[:, col:col + H] | c0's same block, or zeros]."""
-    rows, width = out.shape
-    hidden = width // 2
+def copy_state(h0, c0, has_c, col, width, out):
+    """out (B, W+H) = [h0 (B, K*W)[:, col:col + W] | c0 (B, K*H)'s same block, or zeros]
+    (W = H but for an LSTM's projection)."""
+    rows = out.shape[0]
+    hidden = out.shape[1] - width
+    at = col // width * hidden
     zero = out.dtype.type(0.0)
     for b in range(rows):
-        for j in range(hidden):
+        for j in range(width):
             out[b, j] = h0[b, col + j]
-            out[b, hidden + j] = c0[b, col + j] if has_c else zero
+        for j in range(hidden):
+            out[b, width + j] = c0[b, at + j] if has_c else zero
 
 
 @jit
-def copy_state_grad(dout, first, col, dx, accumulate):
-    """dx (B, K*H)[:, col:col + H] (+)= dout (B, 2H)[:, first:first + H]; without
+def copy_state_grad(dout, first, size, col, dx, accumulate):
+    """dx (B, K*size)[:, col:col + size] (+)= dout (B, W+H)[:, first:first + size]; without
     ``accumulate`` (the first writer) the rest of dx is zeroed."""
-    rows, width = dout.shape
-    hidden = width // 2
+    rows = dout.shape[0]
     for b in range(rows):
         if not accumulate:
             for j in range(dx.shape[1]):
                 dx[b, j] = dx.dtype.type(0.0)
-        for j in range(hidden):
+        for j in range(size):
             dx[b, col + j] += dout[b, first + j]
 
 

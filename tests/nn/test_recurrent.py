@@ -163,8 +163,8 @@ class WithLengths(Bare):
 def test_bad_arguments_and_inputs_name_the_layer_and_the_shape():
     with pytest.raises(ValueError, match=r"LSTM: hidden_size must be a positive int, got 0"):
         nn.LSTM(3, 0)
-    with pytest.raises(NotImplementedError, match="proj_size=2"):
-        nn.LSTM(3, 4, proj_size=2)
+    with pytest.raises(ValueError, match="LSTM: proj_size=4 must be smaller than hidden_size=4"):
+        nn.LSTM(3, 4, proj_size=4)
     with pytest.raises(ValueError, match="RNN: nonlinearity must be one of"):
         nn.RNN(3, 4, nonlinearity="sigmoid")
     x = np.zeros((4, T, 3), np.float32)
