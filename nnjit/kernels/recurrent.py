@@ -375,11 +375,21 @@ def copy_state(h0, c0, has_c, col, width, out):
     hidden = out.shape[1] - width
     at = col // width * hidden
     zero = out.dtype.type(0.0)
-    for b in range(rows):
+    for b in range(rows):  # (a carried state's rows past its own: zeros)
+        there = b < h0.shape[0]
         for j in range(width):
-            out[b, j] = h0[b, col + j]
+            out[b, j] = h0[b, col + j] if there else zero
         for j in range(hidden):
-            out[b, width + j] = c0[b, at + j] if has_c else zero
+            out[b, width + j] = c0[b, at + j] if has_c and there else zero
+
+
+@jit
+def carry_state(final, col, carried):
+    """carried (R, K*W)[:, col:col + W] = final (B, W) for the first min(B, R) rows: a stateful
+    layer's final state, its next batch's initial one."""
+    width = final.shape[1]
+    for b in range(min(final.shape[0], carried.shape[0])):
+        rc.copy_row(final[b], carried[b, col:col + width])
 
 
 @jit

@@ -14,12 +14,14 @@ import numpy as np
 
 from nnjit.checks import Bool, Choice, Int, Real
 from nnjit.dtypes import DEFAULT_DTYPE
+from nnjit.engine.fields import SHUFFLE_OFF
 from nnjit.nn import functional as F
 from nnjit.nn.module import Module
 from nnjit.nn.parameter import Parameter
 from nnjit.ops.recurrent import rnn_input, rnn_scan, rnn_state, rnn_step_cat
 from nnjit.random import generator as default_generator
 from nnjit.tape.tape import Tensor
+from nnjit.train.callbacks import Callback
 
 _GATES = {"rnn_tanh": 1, "rnn_relu": 1, "lstm": 4, "gru": 3}
 _SIZE = Int(min=1, says="a positive int")
@@ -36,6 +38,12 @@ class RNNBase(Module):
     * ``hx``: the initial states (batch, num_layers * D, hidden_size), D = 2 when bidirectional
       (PyTorch's ``(num_layers * D, batch, hidden_size)`` with the batch first); for an LSTM a
       tuple ``(h_0, c_0)``; None: zeros.
+    * ``stateful=True`` (with ``batch_size=R``): no ``hx``; each training batch starts from the
+      final states of the batch before it, row by row (detached: no gradient flows back into
+      the earlier batch; Keras' ``stateful``), kept in the layer's buffers ``carried_h`` (and
+      ``carried_c``) (R, num_layers * D * width), not saved by ``state_dict``. Rows past R
+      start from zeros; evaluation and predict batches read the carried states without
+      writing them. :meth:`reset_states` zeroes them; :class:`ResetStates` does at every epoch.
     * ``lengths``: an integer tensor (batch,) of sequence lengths 1..T (an integer model input):
       step t of sequence b is padding for ``t >= lengths[b]``, as ``pack_padded_sequence``
       gives PyTorch users: its output is 0, the state goes past it unchanged and it takes no
@@ -51,7 +59,8 @@ class RNNBase(Module):
     def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1,
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
                  bidirectional: bool = False, proj_size: int = 0,
-                 generator: np.random.Generator | None = None):
+                 generator: np.random.Generator | None = None, stateful: bool = False,
+                 batch_size: int | None = None):
         super().__init__()
         cls = type(self).__name__
         self.mode = mode
@@ -78,6 +87,21 @@ class RNNBase(Module):
         gates = _GATES[mode] * self.hidden_size
         for name, shape in self._parameter_shapes(gates):
             setattr(self, name, Parameter(rng.uniform(-bound, bound, shape).astype(DEFAULT_DTYPE)))
+        self.stateful = Bool().check(f"{cls}: stateful", stateful)
+        self.batch_size = None
+        if self.stateful:
+            if batch_size is None:
+                raise ValueError(f"{cls}: stateful=True needs batch_size=, the rows of every "
+                                 "batch (row i's final state is row i's initial state in the "
+                                 "next batch)")
+            self.batch_size = _SIZE.check(f"{cls}: batch_size", batch_size)
+            count = self.num_layers * self.num_directions
+            # (not in state_dict: a PyTorch state dict still loads 1:1)
+            self.register_buffer("carried_h", np.zeros((self.batch_size,
+                                                        count * self.state_size)), False)
+            if mode == "lstm":
+                self.register_buffer("carried_c", np.zeros((self.batch_size,
+                                                            count * self.hidden_size)), False)
 
     @property
     def num_directions(self) -> int:
@@ -105,12 +129,30 @@ class RNNBase(Module):
     def flatten_parameters(self) -> None:
         """A no-op (PyTorch's packs cuDNN weights; nnjit's parameters are already one block)."""
 
+    def reset_states(self) -> None:
+        """Zero the carried states of a ``stateful=True`` layer (Keras' ``reset_states``): the
+        next batch starts from zeros. :class:`nnjit.nn.ResetStates` does it at every epoch."""
+        if not self.stateful:
+            raise ValueError(f"{type(self).__name__} '{self._path or type(self).__name__}': "
+                             "reset_states() is for stateful=True layers")
+        for name in ("carried_h", "carried_c"):
+            buffer = self._buffers.get(name)
+            if buffer is not None:
+                buffer.data[...] = 0.0
+
     # -- forward ---------------------------------------------------------------------------------
     def forward(self, input: Tensor, hx=None, lengths: Tensor | None = None):
         where = f"{type(self).__name__} '{self._path or type(self).__name__}'"
         self._check_input(input, where)
         tape = input.tape
         h0, c0 = self._check_states(hx, input, where)
+        carried = None
+        if self.stateful:
+            if hx is not None:
+                raise ValueError(f"{where}: a stateful=True layer starts from its carried "
+                                 "states: pass no hx (reset_states() zeroes them)")
+            h0, c0 = (self._buffer(tape, name) for name in ("carried_h", "carried_c"))
+            carried = input.rows
         if lengths is not None:
             self._check_lengths(lengths, input, where)
         finals_h, finals_c = [], []
@@ -124,10 +166,12 @@ class RNNBase(Module):
                     ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"))
                 index = layer * self.num_directions + direction
                 state = (rnn_state(h0, c0, index=index, hidden=self.state_size,
-                                   cell=self.hidden_size) if h0 is not None else None)
+                                   cell=self.hidden_size, rows=carried)
+                         if h0 is not None else None)
                 y, h_n, c_n = rnn_scan(rnn_input(x, w_ih, b_ih), w_hh, b_hh, kind=self.mode,
                                        reverse=direction == 1, state=state, lengths=lengths,
-                                       w_hr=w_hr)
+                                       w_hr=w_hr, carry=None if carried is None
+                                       else (h0, c0, index))
                 outputs.append(y)
                 finals_h.append(h_n)
                 finals_c.append(c_n)
@@ -138,6 +182,12 @@ class RNNBase(Module):
         if self.mode != "lstm":
             return x, h_n
         return x, (h_n, _stack(finals_c, self.hidden_size))
+
+    def _buffer(self, tape, name: str):
+        buffer = self._buffers.get(name)
+        if buffer is None:
+            return None
+        return tape.parameter(buffer, f"{self._path}.{name}" if self._path else name)
 
     def _tensor(self, tape, name: str):
         param = self._parameters.get(name)
@@ -185,7 +235,8 @@ class RNNBase(Module):
     def extra_repr(self) -> str:
         parts = [f"{self.input_size}, {self.hidden_size}"]
         defaults = {"num_layers": 1, "bias": True, "batch_first": False, "dropout": 0.0,
-                    "bidirectional": False, "proj_size": 0}
+                    "bidirectional": False, "proj_size": 0, "stateful": False,
+                    "batch_size": None}
         parts += [f"{k}={getattr(self, k)}" for k, v in defaults.items() if getattr(self, k) != v]
         return ", ".join(parts)
 
@@ -219,10 +270,12 @@ class RNN(RNNBase):
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
                  nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
                  dropout: float = 0.0, bidirectional: bool = False,
-                 generator: np.random.Generator | None = None):
+                 generator: np.random.Generator | None = None, stateful: bool = False,
+                 batch_size: int | None = None):
         self.nonlinearity = Choice("tanh", "relu").check("RNN: nonlinearity", nonlinearity)
         super().__init__(f"rnn_{self.nonlinearity}", input_size, hidden_size, num_layers, bias,
-                         batch_first, dropout, bidirectional, generator=generator)
+                         batch_first, dropout, bidirectional, generator=generator,
+                         stateful=stateful, batch_size=batch_size)
 
     def extra_repr(self) -> str:
         extra = ", nonlinearity='relu'" if self.nonlinearity == "relu" else ""
@@ -259,9 +312,11 @@ class LSTM(RNNBase):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 proj_size: int = 0, generator: np.random.Generator | None = None):
+                 proj_size: int = 0, generator: np.random.Generator | None = None,
+                 stateful: bool = False, batch_size: int | None = None):
         super().__init__("lstm", input_size, hidden_size, num_layers, bias, batch_first,
-                         dropout, bidirectional, proj_size, generator=generator)
+                         dropout, bidirectional, proj_size, generator=generator,
+                         stateful=stateful, batch_size=batch_size)
 
 
 class GRU(RNNBase):
@@ -284,6 +339,35 @@ class GRU(RNNBase):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 generator: np.random.Generator | None = None):
+                 generator: np.random.Generator | None = None, stateful: bool = False,
+                 batch_size: int | None = None):
         super().__init__("gru", input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional, generator=generator)
+                         bidirectional, generator=generator, stateful=stateful,
+                         batch_size=batch_size)
+
+
+class ResetStates(Callback):
+    """Zero every ``stateful=True`` recurrent layer's carried states at the start of each epoch
+    (truncated backpropagation through time over series cut in consecutive batches, Keras'
+    ``model.reset_states()`` in ``on_epoch_begin``): ``trainer.fit(..., callbacks=
+    [nn.ResetStates()])``. A stateful layer needs its batches in order: a fit that shuffles
+    them is refused (pass ``shuffle=False``)."""
+
+    def on_train_begin(self, trainer, logs=None):
+        layers = _stateful_layers(trainer.model)
+        if not layers:
+            raise ValueError("ResetStates: the model has no stateful=True recurrent layer")
+        options = getattr(trainer, "_options", None)
+        if options is not None and options.shuffle != SHUFFLE_OFF:
+            raise ValueError(f"fit: shuffle=True reorders the batches, but layer "
+                             f"'{layers[0]._path or type(layers[0]).__name__}' is stateful=True "
+                             "(row i of a batch continues row i of the one before): pass "
+                             "shuffle=False to fit, or to the DataLoader")
+
+    def on_epoch_begin(self, trainer, epoch, logs=None):
+        for layer in _stateful_layers(trainer.model):
+            layer.reset_states()
+
+
+def _stateful_layers(model) -> list:
+    return [m for m in model.modules() if isinstance(m, RNNBase) and m.stateful]

@@ -37,13 +37,14 @@ from nnjit.ops.context import (
     CTX_ROWS,
     CTX_SCRATCH,
     CTX_SLOTS,
+    CTX_TRAINING,
     CTX_VALUES,
     dispatcher,
     report_bad_input,
 )
 from nnjit.ops.family import OpFamily, register
 from nnjit.ops.spec import OpGeometry, OpSpec
-from nnjit.tape.arena import S_FLAGS, SLOT_GRAD
+from nnjit.tape.arena import S_COLS, S_FLAGS, SLOT_GRAD
 from nnjit.tape.records import (
     ACCUMULATE,
     NEEDS_GRAD,
@@ -65,7 +66,7 @@ _ACC_A, _ACC_B, _ACC_C = ACCUMULATE
 KINDS = {"rnn_tanh": kr.RNN_TANH, "rnn_relu": kr.RNN_RELU, "lstm": kr.LSTM, "gru": kr.GRU}
 # RNN_SCAN's block, field by field
 (SC_KIND, SC_STEPS, SC_HIDDEN, SC_REVERSE, SC_STATE, SC_LENGTHS, SC_SAVED, SC_H_N,
- SC_C_N, SC_PROJ) = range(10)
+ SC_C_N, SC_PROJ, SC_CARRY_H, SC_CARRY_C, SC_CARRY_COL) = range(13)
 
 
 def _where(t, default: str) -> str:
@@ -94,10 +95,12 @@ def rnn_input(x, weight, bias=None):
                          out_dims=(steps, gates))
 
 
-def rnn_state(h0, c0=None, *, index: int = 0, hidden: int | None = None, cell: int = 0):
+def rnn_state(h0, c0=None, *, index: int = 0, hidden: int | None = None, cell: int = 0,
+              rows=None):
     """Record ``[h0[:, index] | c0[:, index]]`` (B, W+H) of initial states ``h0`` (B, K, W) and
     ``c0`` (B, K, H) (``c0`` None: zeros); ``hidden`` W, ``cell`` H when it differs (an LSTM's
-    projection), else 0."""
+    projection), else 0. ``rows``: the output's rows when the states are a stateful layer's
+    carried ones (R fixed rows: a batch's rows past R start from zeros), else h0's."""
     where = _where(h0, "rnn_state")
     hidden = int(h0.dims[-1] if hidden is None else hidden)
     cell = cell or hidden
@@ -105,21 +108,24 @@ def rnn_state(h0, c0=None, *, index: int = 0, hidden: int | None = None, cell: i
         raise ValueError(f"{where}: rnn_state reads block {index} of {hidden} values from an "
                          f"initial state of shape {h0.shape}")
     if c0 is not None and (c0.cols // cell != h0.cols // hidden or c0.cols % cell
-                           or c0.is_integer or int(c0.rows) != int(h0.rows)):
+                           or c0.is_integer or (rows is None and int(c0.rows) != int(h0.rows))):
         raise ValueError(f"{where}: the initial cell state has shape {c0.shape}, the initial "
                          f"hidden state {h0.shape}: they must hold as many blocks")
-    return h0.tape.record(_STATE, [h0, c0], h0.rows, hidden + cell, aux=(index * hidden, hidden))
+    return h0.tape.record(_STATE, [h0, c0], h0.rows if rows is None else rows, hidden + cell,
+                          aux=(index * hidden, hidden))
 
 
 def rnn_scan(p, w_hh, b_hh=None, *, kind: str, reverse: bool = False, state=None, lengths=None,
-             w_hr=None):
+             w_hr=None, carry=None):
     """Record the steps of a recurrent layer's direction on the input projections ``p``
     (B, T, G) (:func:`rnn_input`): ``kind`` one of :data:`KINDS`, ``w_hh`` (G, H), ``b_hh``
     (G,) or None, ``state`` an :func:`rnn_state` output or None (zeros), ``lengths`` an integer
     (B,) tensor or None; ``w_hr`` (P, H): an LSTM's projection (PyTorch's ``proj_size``), the
     state and outputs then P wide and ``w_hh`` (G, P). It must be read by this scan only: the
     scan writes its gradient. Returns ``(output (B, T, W), h_n (B, W), c_n (B, H) or None)``,
-    W = P with a projection, else H."""
+    W = P with a projection, else H. ``carry``: ``(h, c or None, index)``, a stateful layer's
+    state buffers (R, K*W) and (R, K*H): every training batch writes its final states into
+    their block ``index`` (the first min(B, R) rows), its next batch's initial states."""
     where = _where(p, "rnn_scan")
     code = KINDS[kind]
     width, gates = int(w_hh.cols), int(w_hh.rows)
@@ -158,7 +164,10 @@ def rnn_scan(p, w_hh, b_hh=None, *, kind: str, reverse: bool = False, state=None
         return -1 if t is None else t.slot
 
     block = (code, steps, hidden, 1.0 if reverse else 0.0, slot(state), slot(lengths),
-             saved.slot, h_n.slot, slot(c_n), slot(w_hr))
+             saved.slot, h_n.slot, slot(c_n), slot(w_hr),
+             -1 if carry is None else carry[0].slot,
+             -1 if carry is None or carry[1] is None else carry[1].slot,
+             0 if carry is None else carry[2] * width)
     scratch = kr.scratch_size(gates, int(p.rows), steps, hidden, proj)
     # (w_hr: a 4th input the record has no column for: its slot is in the block, and listing
     # it makes the tape count this scan as its gradient's writer)
@@ -318,6 +327,16 @@ def _scan_forward(i, ctx):
                     steps, hyper[h + SC_REVERSE] != 0.0, ctx[CTX_DENSE_MODE],
                     slot_view(values, slots, proj if proj >= 0 else records[i, R_IN1], rows),
                     proj >= 0)
+    carry = int(hyper[h + SC_CARRY_H])
+    if carry >= 0 and ctx[CTX_TRAINING]:  # a stateful layer: the next batch starts from here
+        col = int(hyper[h + SC_CARRY_COL])
+        kr.carry_state(slot_view(values, slots, h_n, rows), col,
+                       slot_view(values, slots, carry, rows))
+        carry_c = int(hyper[h + SC_CARRY_C])
+        if carry_c >= 0:
+            c_view = slot_view(values, slots, c_n, rows)
+            kr.carry_state(c_view, col // slots[h_n, S_COLS] * c_view.shape[1],
+                           slot_view(values, slots, carry_c, rows))
 
 
 @dispatcher
