@@ -31,7 +31,6 @@ from nnjit.nn.pooling import MaxPool2d as MaxPool2d
 from nnjit.nn.recurrent import GRU as GRU
 from nnjit.nn.recurrent import LSTM as LSTM
 from nnjit.nn.recurrent import RNN as RNN
-from nnjit.nn.recurrent import ResetStates as ResetStates
 from nnjit.nn.recurrent_cell import GRUCell as GRUCell
 from nnjit.nn.recurrent_cell import LSTMCell as LSTMCell
 from nnjit.nn.recurrent_cell import RNNCell as RNNCell

@@ -14,14 +14,12 @@ import numpy as np
 
 from nnjit.checks import Bool, Choice, Int, Real
 from nnjit.dtypes import DEFAULT_DTYPE
-from nnjit.engine.fields import SHUFFLE_OFF
 from nnjit.nn import functional as F
 from nnjit.nn.module import Module
 from nnjit.nn.parameter import Parameter
 from nnjit.ops.recurrent import rnn_input, rnn_scan, rnn_state, rnn_step_cat
 from nnjit.random import generator as default_generator
 from nnjit.tape.tape import Tensor
-from nnjit.train.callbacks import Callback
 
 _GATES = {"rnn_tanh": 1, "rnn_relu": 1, "lstm": 4, "gru": 3}
 _SIZE = Int(min=1, says="a positive int")
@@ -43,7 +41,7 @@ class RNNBase(Module):
       the earlier batch; Keras' ``stateful``), kept in the layer's buffers ``carried_h`` (and
       ``carried_c``) (R, num_layers * D * width), not saved by ``state_dict``. Rows past R
       start from zeros; evaluation and predict batches read the carried states without
-      writing them. :meth:`reset_states` zeroes them; :class:`ResetStates` does at every epoch.
+      writing them. :meth:`reset_states` zeroes them.
     * ``lengths``: an integer tensor (batch,) of sequence lengths 1..T (an integer model input):
       step t of sequence b is padding for ``t >= lengths[b]``, as ``pack_padded_sequence``
       gives PyTorch users: its output is 0, the state goes past it unchanged and it takes no
@@ -131,7 +129,8 @@ class RNNBase(Module):
 
     def reset_states(self) -> None:
         """Zero the carried states of a ``stateful=True`` layer (Keras' ``reset_states``): the
-        next batch starts from zeros. :class:`nnjit.nn.ResetStates` does it at every epoch."""
+        next batch starts from zeros (at every epoch: a callback's ``on_epoch_begin`` calls
+        it, docs/sequences.md)."""
         if not self.stateful:
             raise ValueError(f"{type(self).__name__} '{self._path or type(self).__name__}': "
                              "reset_states() is for stateful=True layers")
@@ -345,29 +344,3 @@ class GRU(RNNBase):
                          bidirectional, generator=generator, stateful=stateful,
                          batch_size=batch_size)
 
-
-class ResetStates(Callback):
-    """Zero every ``stateful=True`` recurrent layer's carried states at the start of each epoch
-    (truncated backpropagation through time over series cut in consecutive batches, Keras'
-    ``model.reset_states()`` in ``on_epoch_begin``): ``trainer.fit(..., callbacks=
-    [nn.ResetStates()])``. A stateful layer needs its batches in order: a fit that shuffles
-    them is refused (pass ``shuffle=False``)."""
-
-    def on_train_begin(self, trainer, logs=None):
-        layers = _stateful_layers(trainer.model)
-        if not layers:
-            raise ValueError("ResetStates: the model has no stateful=True recurrent layer")
-        options = getattr(trainer, "_options", None)
-        if options is not None and options.shuffle != SHUFFLE_OFF:
-            raise ValueError(f"fit: shuffle=True reorders the batches, but layer "
-                             f"'{layers[0]._path or type(layers[0]).__name__}' is stateful=True "
-                             "(row i of a batch continues row i of the one before): pass "
-                             "shuffle=False to fit, or to the DataLoader")
-
-    def on_epoch_begin(self, trainer, epoch, logs=None):
-        for layer in _stateful_layers(trainer.model):
-            layer.reset_states()
-
-
-def _stateful_layers(model) -> list:
-    return [m for m in model.modules() if isinstance(m, RNNBase) and m.stateful]
