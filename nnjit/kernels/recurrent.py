@@ -15,22 +15,27 @@ state's gradient). Without lengths the order is the identity and every row is va
 
 ``saved`` (flat) holds per step its valid rows' values, packed: step t's block starts at row
 ``sum_b min(lengths[b], t)`` (:func:`packed_offset`) of each section, and the sections are
-T*B rows apart. First the state entering each step (with ``dhh`` of every step, packed the same
-way, the weight gradient's (R, H) and (R, G) operands, R the valid steps of all rows), then per
-kind: LSTM ``c_prev`` (H), gates (4H), ``tanh c`` (H); GRU gates (3H), ``hh_n`` (H).
+T*B rows apart. First the state entering each step (W wide: H, or an LSTM's projection P; with
+``dhh`` of every step, packed the same way, the weight gradient's (R, W) and (R, G) operands,
+R the valid steps of all rows), then per kind (H wide): LSTM ``c_prev`` (H), gates (4H),
+``tanh c`` (H) and with a projection the unprojected ``o tanh c`` (H, W_hr's gradient's
+operand); GRU gates (3H), ``hh_n`` (H): :func:`saved_size`.
 
-The scratch span holds forward ``hh`` and the dense forward's spare (2*B*G), ``W_hh^T`` (G*H),
-the sorted state ``h``, ``c`` (2*B*H); backward ``dhh`` of every step (T*B*G), ``dh``, ``dc``,
-the product ``dhh @ W_hh`` (3*B*H) and the weight gradient's product (G*H); and the order (B):
-:func:`scratch_size`.
+The scratch span holds forward ``hh`` (2*B*G), ``W_hh`` packed or transposed (G*W), the sorted
+state ``h`` (B*W), ``c`` (B*H), the order (B) and W_hr^T (P*H); backward ``dhh`` of every step
+(T*B*G), ``dh``, ``dc``, ``dhh @ W_hh`` (B*(2W+H)), W_hh packed or the weight gradient's
+product (G*W), the order (B), and with a projection the projection's gradient of every step
+(T*B*P), the unprojected one (B*H) and W_hr's gradient's product (P*H): :func:`scratch_size`.
 
-Which products (measured, float32, 1 thread, OpenBLAS's AVX-512 kernels): a step's
-``h_{t-1} W_hh^T`` for H <= 64 as ``h @ W_hh^T`` on a transposed copy made once per call (B=64
-H=64 G=192: 14.7 us against the dense forward's 21.1; B=32 H=64 G=256: 10.6 against 30.5); for
-larger H the dense forward's own choice (B=32 H=128 G=512: 57.9 against 62.2). Weight
-gradients of products over at least :data:`TRANSPOSED_WEIGHT_ROWS` rows as ``(x^T dy)^T``
-(6400 rows: G=192 H=64 3.5 ms against 5.0, H=8 0.71 against 1.45; at 1600 rows ``dy^T x``
-stays faster: G=512 H=128 4.2 against 4.6).
+Which products (float32, 1 thread, this project's AVX-512 machine; docs/performance.md): a
+step's ``h_{t-1} W_hh^T`` and ``dhh W_hh`` through :mod:`recurrent_product` with W_hh packed
+once per scan when W (and so G) is a multiple of the lanes (B=32 H=128 G=512: ~38 us, ~110
+GFLOP/s, against OpenBLAS's ~62 us: it repacks W_hh every step), else ``h @ W_hh^T`` on a
+transposed copy made once per scan. Weight gradients (W_hh's over every step, W_ih's over every
+row) through BLAS, as ``(x^T dy)^T`` for at least :data:`TRANSPOSED_WEIGHT_ROWS` rows (6400 rows:
+G=192 H=64 3.5 ms against 5.0; at 1600 rows ``dy^T x`` stays faster: G=512 H=128 4.2 against
+4.6); a register-tiled ``x^T dy`` of our own was within 3-13% of it on a quiet machine and cost
+~2 s of the family's compile time (docs/performance.md).
 """
 
 import numpy as np
@@ -38,11 +43,10 @@ import numpy as np
 from nnjit.kernels import recurrent_cells as rc
 from nnjit.kernels import recurrent_product as rp
 from nnjit.kernels._jit import jit
-from nnjit.kernels.dense import add_into, dense_backward_bias, dense_forward
+from nnjit.kernels.dense import add_into, dense_backward_bias
 from nnjit.kernels.views import view1d, view2d
 
 RNN_TANH, RNN_RELU, LSTM, GRU = 0, 1, 2, 3
-TRANSPOSED_MAX_HIDDEN = 64
 TRANSPOSED_WEIGHT_ROWS = 4096
 #: gate blocks of H per kind, and H-wide blocks saved per row and step
 GATES = (1, 1, 4, 3)
@@ -136,7 +140,7 @@ def clear_padded(order, n, t, width, out, clear):
 
 @jit
 def scan_forward(kind, p, w_hh, b_hh, has_bias, state, has_state, lengths, has_lengths,
-                 y, h_n, c_n, saved, scratch, steps, reverse, mode, w_hr, proj):
+                 y, h_n, c_n, saved, scratch, steps, reverse, w_hr, proj):
     """Run ``steps`` steps (last to first when ``reverse``) from ``state`` (B, W+H: h | c) or
     zeros: y (B, T*W) the outputs, h_n (B, W) and c_n (B, H) the final states, W = H, or P with
     an LSTM's projection ``w_hr`` (P, H) (``proj``) (module doc)."""
@@ -144,7 +148,6 @@ def scan_forward(kind, p, w_hh, b_hh, has_bias, state, has_state, lengths, has_l
     g = w_hh.shape[0]
     hidden = g // GATES[kind]
     cell = kind == LSTM
-    spare = view1d(scratch, rows * g, rows * g)
     at = 2 * rows * g
     w_t = view2d(scratch, at, width, g)
     h_at = at + g * width
@@ -162,21 +165,12 @@ def scan_forward(kind, p, w_hh, b_hh, has_bias, state, has_state, lengths, has_l
         for j in range(hidden):
             c[k, j] = state[b, width + j] if has_state and cell else zero
     packed = rp.fits(scratch, width) and rp.fits(scratch, g)
-    transposed = width <= TRANSPOSED_MAX_HIDDEN and not packed
     if packed:
         rp.pack(w_hh, True, view1d(scratch, at, g * width))
-    elif transposed:
-        for q in range(g):
-            for j in range(width):
-                w_t[j, q] = w_hh[q, j]
-    if proj:  # W_hr^T, packed when the projection's width allows
-        if rp.fits(scratch, width):
-            rp.pack(w_hr, True, wr)
-        else:
-            wr_t = view2d(wr, 0, hidden, width)
-            for q in range(width):
-                for j in range(hidden):
-                    wr_t[j, q] = w_hr[q, j]
+    else:
+        copy_transposed(w_hh, w_t)
+    if proj:
+        copy_transposed(w_hr, view2d(wr, 0, hidden, width))
     section = steps * rows * hidden
     base = steps * rows * width
     for s in range(steps):
@@ -193,21 +187,21 @@ def scan_forward(kind, p, w_hh, b_hh, has_bias, state, has_state, lengths, has_l
         if packed:
             rp.product(hv, view1d(scratch, at, g * width), hh,
                        rp.BIAS if has_bias else rp.ZEROS, b_hh)
-        elif transposed:
+        else:
             np.dot(hv, w_t, hh)
             if has_bias:
                 for k in range(n):
                     rc.add_rows(hh[k], b_hh, hh[k])
-        else:
-            dense_forward(hv, w_hh, b_hh, hh, has_bias, mode, spare)
         if kind == LSTM:
             raw = view2d(saved, base + 6 * section + off, n, hidden) if proj else hv
             rc.lstm_step_forward(p, t, hh, order, raw, view2d(scratch, c_at, n, hidden), y,
                                  view2d(saved, base + section + 4 * off, n, 4 * hidden),
                                  view2d(saved, base + off, n, hidden),
                                  view2d(saved, base + 5 * section + off, n, hidden), not proj)
-            if proj:
-                project(raw, w_hr, wr, hv, order, t, y)
+            if proj:  # h = raw @ W_hr^T; y's step t = h
+                np.dot(raw, view2d(wr, 0, hidden, width), hv)
+                for k in range(n):
+                    rc.copy_row(hv[k], y[int(order[k]), t * width:(t + 1) * width])
         elif kind == GRU:
             rc.gru_step_forward(p, t, hh, order, hv, y,
                                 view2d(saved, base + 3 * off, n, 3 * hidden),
@@ -222,15 +216,11 @@ def scan_forward(kind, p, w_hh, b_hh, has_bias, state, has_state, lengths, has_l
 
 
 @jit
-def project(raw, w_hr, wr, h, order, t, y):
-    """h (n, P) = raw (n, H) @ W_hr^T (``wr``: packed, or W_hr^T (H, P)); y's step t = h."""
-    width = h.shape[1]
-    if rp.fits(wr, width):
-        rp.product(raw, wr, h, rp.ZEROS, wr)
-    else:
-        np.dot(raw, view2d(wr, 0, raw.shape[1], width), h)
-    for k in range(h.shape[0]):
-        rc.copy_row(h[k], y[int(order[k]), t * width:(t + 1) * width])
+def copy_transposed(w, out):
+    """out (C, R) = w (R, C).T."""
+    for q in range(w.shape[0]):
+        for j in range(w.shape[1]):
+            out[j, q] = w[q, j]
 
 
 @jit
@@ -268,8 +258,6 @@ def scan_backward(kind, w_hh, y, dy, dh_n, dc_n, lengths, has_lengths, saved, sc
     packed = rp.fits(scratch, width) and rp.fits(scratch, g)
     if packed:
         rp.pack(w_hh, False, w_p)
-    if proj and rp.fits(scratch, hidden):
-        rp.pack(w_hr, False, wr)
     for s in range(steps):
         t = s if reverse else steps - 1 - s
         n = valid_rows(lengths, has_lengths, order, t)
@@ -284,8 +272,10 @@ def scan_backward(kind, w_hh, y, dy, dh_n, dc_n, lengths, has_lengths, saved, sc
             draw = dhv
             if proj:
                 draw = view2d(scratch, raw_at, n, hidden)
-                unproject(dhv, dy, order, t, view2d(scratch, dhp_at + row * width, n, width),
-                          w_hr, wr, draw)
+                dhp = view2d(scratch, dhp_at + row * width, n, width)
+                for k in range(n):  # the projection's gradient (kept for W_hr's), then raw's
+                    rc.add_rows(dhv[k], dy[int(order[k]), t * width:(t + 1) * width], dhp[k])
+                np.dot(dhp, w_hr, draw)
             rc.lstm_step_backward(dy, t, order, view2d(saved, base + section + 4 * off, n, g),
                                   view2d(saved, base + off, n, hidden),
                                   view2d(saved, base + 5 * section + off, n, hidden), draw,
@@ -331,30 +321,13 @@ def scan_backward(kind, w_hh, y, dy, dh_n, dc_n, lengths, has_lengths, saved, sc
 
 
 @jit
-def unproject(dh, dy, order, t, dhp, w_hr, wr, draw):
-    """dhp (n, P) = dh + dy's step t (the projection's output gradient, kept for W_hr's);
-    draw (n, H) = dhp @ W_hr (``wr``: W_hr packed, when H allows)."""
-    width = dh.shape[1]
-    for k in range(dh.shape[0]):
-        rc.add_rows(dh[k], dy[int(order[k]), t * width:(t + 1) * width], dhp[k])
-    if rp.fits(wr, draw.shape[1]):
-        rp.product(dhp, wr, draw, rp.ZEROS, wr)
-    else:
-        np.dot(dhp, w_hr, draw)
-
-
-@jit
 def weight_grad(dy, x, dw, scratch, accumulate):
-    """dw (O, I) (+)= dy (R, O).T @ x (R, I); ``scratch`` (>= O * I elements, 1-D). For O a
-    multiple of the lanes as ``(x^T dy)^T`` through :func:`recurrent_product.reduce_product`,
-    else through BLAS, as ``(x^T dy)^T`` for R >= TRANSPOSED_WEIGHT_ROWS (module doc)."""
+    """dw (O, I) (+)= dy (R, O).T @ x (R, I), as ``(x^T dy)^T`` for R >= TRANSPOSED_WEIGHT_ROWS
+    (module doc); ``scratch`` (>= O * I elements, 1-D)."""
     cols, inner = dw.shape
-    if rp.fits(scratch, cols) or dy.shape[0] >= TRANSPOSED_WEIGHT_ROWS:
+    if dy.shape[0] >= TRANSPOSED_WEIGHT_ROWS:
         tmp = view2d(scratch, 0, inner, cols)
-        if rp.fits(scratch, cols):
-            rp.reduce_product(x, dy, tmp, False)
-        else:
-            np.dot(x.T, dy, tmp)
+        np.dot(x.T, dy, tmp)
         for o in range(cols):
             for k in range(inner):
                 dw[o, k] = dw[o, k] + tmp[k, o] if accumulate else tmp[k, o]

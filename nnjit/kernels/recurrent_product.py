@@ -15,14 +15,16 @@ slower at every block size tried, 8-64 KiB; 4x4 tiles against 8x3 ones: as fast 
 and the LSTM's 8 strips and the GRU's 4 have no edge waste). Edge rows and strips repeat the
 last one (computed twice, stored twice), as in
 :mod:`nnjit.kernels.dense_vector`. N must be a multiple of the lanes (:func:`fits`).
+
+Compile time: a call site that passes constants to the tiles makes LLVM inline and optimise the
+tile loop again for them (~1 s a site): :func:`product` passes its unit strides as values read
+at run time, and the scan passes runtime ``start`` values.
 """
 
 from nnjit.kernels import simd
 from nnjit.kernels._jit import jit
 
 ZEROS, BIAS, ADD = 0, 1, 2
-#: rows of a :func:`reduce_product` block (float32 G=192: 96 KiB of dy, in L2)
-REDUCE_ROWS = 128
 
 
 @jit
@@ -37,16 +39,15 @@ def pack(w, transpose, packed):
     """packed (K*N,) = B in strips (module doc), B = ``w.T`` (w (N, K)) when ``transpose``,
     else ``w`` (K, N)."""
     lanes = simd.lanes(packed)
-    if transpose:
-        cols, inner = w.shape
-    else:
-        inner, cols = w.shape
+    cols = w.shape[0] if transpose else w.shape[1]
+    inner = w.size // cols
+    at = 0
     for v in range(cols // lanes):
-        base = v * inner * lanes
         for k in range(inner):
-            strip = packed[base + k * lanes:base + (k + 1) * lanes]
             for lane in range(lanes):
-                strip[lane] = w[v * lanes + lane, k] if transpose else w[k, v * lanes + lane]
+                c = v * lanes + lane
+                packed[at] = w[c, k] if transpose else w[k, c]
+                at += 1
 
 
 @jit
@@ -58,27 +59,14 @@ def product(a, packed, out, start, bias):
     if rows == 0:
         return
     lanes = simd.lanes(packed)
-    _tiles(a.reshape(rows * inner), inner, 1, packed, inner * lanes, lanes,
-           out.reshape(rows * cols), bias, rows, cols, 0, inner, start)
-
-
-@jit
-def reduce_product(x, dy, out, accumulate):
-    """out (I, N) (+)= x (R, I).T @ dy (R, N), all C-contiguous, N a multiple of the lanes: the
-    weight gradient's product over every step, as :func:`product`'s tiles on x's columns and
-    dy's rows in place (no packing: a row of dy is contiguous), R in blocks of
-    :data:`REDUCE_ROWS` so that a block of dy is reused from L2 by every tile."""
-    rows, inner = x.shape
-    cols = dy.shape[1]
-    lanes = simd.lanes(dy.reshape(rows * cols))
-    xf, df, of = x.reshape(rows * inner), dy.reshape(rows * cols), out.reshape(inner * cols)
-    if rows == 0 and not accumulate:
-        for j in range(of.shape[0]):
-            of[j] = of.dtype.type(0.0)
-    for k0 in range(0, rows, REDUCE_ROWS):
-        k1 = min(k0 + REDUCE_ROWS, rows)
-        _tiles(xf, 1, inner, df, lanes, cols, of, of, inner, cols, k0, k1,
-               ADD if accumulate or k0 > 0 else ZEROS)
+    af, of = a.reshape(rows * inner), out.reshape(rows * cols)
+    # 1 (rows > 0), but not a constant LLVM can see through a view's known strides: a caller
+    # that inlined this would otherwise specialise and optimise the tile loop again (~3 s of the
+    # family's compile time)
+    unit = min(rows, 1)
+    # (the tiles take strides: A's rows and steps, B's strips and steps)
+    _tiles(af, inner, unit, packed, inner * lanes, unit * lanes, of, bias, rows, cols, unit - 1,
+           inner, start)
 
 
 @jit

@@ -324,7 +324,7 @@ def _scan_forward(i, ctx):
                     slot_view(values, slots, h_n, rows),
                     slot_view(values, slots, c_n if c_n >= 0 else h_n, rows),
                     slot_flat(values, slots, int(hyper[h + SC_SAVED]), rows), ctx[CTX_SCRATCH],
-                    steps, hyper[h + SC_REVERSE] != 0.0, ctx[CTX_DENSE_MODE],
+                    steps, hyper[h + SC_REVERSE] != 0.0,
                     slot_view(values, slots, proj if proj >= 0 else records[i, R_IN1], rows),
                     proj >= 0)
     carry = int(hyper[h + SC_CARRY_H])
