@@ -16,10 +16,13 @@ and the LSTM's 8 strips and the GRU's 4 have no edge waste). Edge rows and strip
 last one (computed twice, stored twice), as in
 :mod:`nnjit.kernels.dense_vector`. N must be a multiple of the lanes (:func:`fits`).
 
-Compile time: a call site that passes constants to the tiles makes LLVM inline and optimise the
-tile loop again for them (~1 s a site): :func:`product` passes its unit strides as values read
-at run time, and the scan passes runtime ``start`` values.
+Compile time: LLVM inlined the tile loop into every function that called it, directly or
+through :func:`product`, and optimised it again there (~1 s each): :func:`_call_tiles` calls it
+with ``noinline``.
 """
+
+from numba import types
+from numba.extending import intrinsic
 
 from nnjit.kernels import simd
 from nnjit.kernels._jit import jit
@@ -60,13 +63,30 @@ def product(a, packed, out, start, bias):
         return
     lanes = simd.lanes(packed)
     af, of = a.reshape(rows * inner), out.reshape(rows * cols)
-    # 1 (rows > 0), but not a constant LLVM can see through a view's known strides: a caller
-    # that inlined this would otherwise specialise and optimise the tile loop again (~3 s of the
-    # family's compile time)
-    unit = min(rows, 1)
     # (the tiles take strides: A's rows and steps, B's strips and steps)
-    _tiles(af, inner, unit, packed, inner * lanes, unit * lanes, of, bias, rows, cols, unit - 1,
-           inner, start)
+    _call_tiles(af, inner, 1, packed, inner * lanes, lanes, of, bias, rows, cols, 0, inner, start)
+
+
+@intrinsic
+def _call_tiles(typingctx, af, a_row, a_step, bf, b_strip, b_step, of, bias, rows, cols, k0, k1,
+                first):
+    """:func:`_tiles` (same arguments), called with LLVM's ``noinline`` on the call: every
+    function that inlined the tile loop optimised it again (~1 s of compile time each, the scan's
+    forward and backward and the family's dispatchers), numba has no ``noinline`` of its own,
+    and one call per step costs nothing next to the loop."""
+    sig = types.none(af, a_row, a_step, bf, b_strip, b_step, of, bias, rows, cols, k0, k1, first)
+
+    def codegen(context, builder, signature, args):
+        fnty = context.typing_context.resolve_value_type(_tiles)
+        call = fnty.get_call_type(context.typing_context, signature.args, {})
+        block, before = builder.block, len(builder.block.instructions)
+        context.get_function(fnty, call)(builder, args)
+        for instr in block.instructions[before:]:
+            if getattr(getattr(instr, "callee", None), "name", "").find("_tiles") >= 0:
+                instr.attributes.add("noinline")
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @jit
