@@ -145,3 +145,18 @@ def test_an_lstm_with_projections_is_refused_naming_the_layer(tmp_path):
     with pytest.raises(NotImplementedError, match=r"layer .*encoder.* projection \(LSTM "
                                                   r"proj_size > 0"):
         model.save_onnx(tmp_path / "projected.onnx")
+
+
+def test_a_stateful_layer_is_refused_naming_the_layer(tmp_path):
+    class Streaming(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stream = nn.GRU(3, H, batch_first=True, stateful=True, batch_size=5)
+
+        def forward(self, seq):
+            return self.stream(seq)[0].flatten()
+
+    model = Streaming()
+    nn.Trainer(model).predict_outputs(data(np.float32)["seq"])
+    with pytest.raises(NotImplementedError, match=r"layer .*stream.* stateful=True"):
+        model.save_onnx(tmp_path / "streaming.onnx")
