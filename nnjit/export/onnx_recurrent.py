@@ -10,7 +10,9 @@ from PyTorch's ``i, f, g, o``; GRU ``z, r, h`` from ``r, z, n``, with
 ONNX's default layout: ``Transpose`` around the node. Lengths become ``sequence_lens`` (int32):
 ONNX's semantics are PyTorch's packed sequences (outputs past a length 0, ``Y_h`` the state at
 the last valid step). An initial state (RNN_STATE: a block of ``h_0``, ``c_0`` side by side)
-becomes ``initial_h`` / ``initial_c``; RNN_STEP_CAT is a ``Concat`` per step.
+becomes ``initial_h`` / ``initial_c``; RNN_STEP_CAT is a ``Concat`` per step. An LSTM with
+``proj_size`` is refused, naming the layer: ONNX's LSTM has no projection; so is a
+``stateful=True`` layer (an ONNX graph carries no state from one run to the next).
 
 onnxruntime (1.32) runs these nodes in float32 only ("does not support double yet"): a float64
 model's file is valid ONNX with float64 weights, for runtimes that have the kernels.
@@ -33,7 +35,7 @@ _KIND_NAMES = {code: name for name, code in rec.KINDS.items()}
 
 def _block(tape, node) -> list[float]:
     start = node.aux[0]
-    return tape.hyper[start:start + rec.SC_C_N + 1]
+    return tape.hyper[start:start + rec.SC_CARRY_COL + 1]
 
 
 def extra_slots(tape, node) -> tuple[list[int], list[int]]:
@@ -41,7 +43,7 @@ def extra_slots(tape, node) -> tuple[list[int], list[int]]:
     if node.opcode != Opcode.RNN_SCAN:
         return [], []
     blk = [int(v) for v in _block(tape, node)]
-    reads = [s for s in (blk[rec.SC_STATE], blk[rec.SC_LENGTHS]) if s >= 0]
+    reads = [s for s in (blk[rec.SC_STATE], blk[rec.SC_LENGTHS], blk[rec.SC_PROJ]) if s >= 0]
     writes = [s for s in (blk[rec.SC_H_N], blk[rec.SC_C_N]) if s >= 0]
     return reads, writes
 
@@ -68,6 +70,11 @@ def rnn_scan(b, node, base: str) -> None:
     if producer is None or producer.opcode != Opcode.RNN_INPUT:
         _refuse(b, node, "whose input projection is not an RNN_INPUT op")
     blk = [int(v) for v in _block(tape, node)]
+    if blk[rec.SC_PROJ] >= 0:
+        _refuse(b, node, "with a projection (LSTM proj_size > 0: ONNX's LSTM has no weight_hr)")
+    if blk[rec.SC_CARRY_H] >= 0:
+        _refuse(b, node, "that is stateful=True (its state carries across batches: an ONNX "
+                         "graph keeps none)")
     kind, steps, hidden = _KIND_NAMES[blk[rec.SC_KIND]], blk[rec.SC_STEPS], blk[rec.SC_HIDDEN]
     x_slot, w_ih, b_ih = producer.inputs[0], producer.inputs[1], producer.inputs[2]
     features = tape.slots[w_ih].cols

@@ -108,8 +108,9 @@ def rnn_step_backward(y, dy, t, order, relu, dh, dhh, dp, need_p, acc_p):
 
 
 @jit
-def lstm_step_forward(p, t, hh, order, h, c, y, gates, c_prev, tanh_c):
-    """i, f, g, o = sigma, sigma, tanh, sigma(p's step t + hh); c = f c + i g; h = o tanh c."""
+def lstm_step_forward(p, t, hh, order, h, c, y, gates, c_prev, tanh_c, write_y):
+    """i, f, g, o = sigma, sigma, tanh, sigma(p's step t + hh); c = f c + i g; h = o tanh c;
+    y's step t = h when ``write_y`` (not under a projection, which writes its own)."""
     rows, hidden = h.shape
     g4 = 4 * hidden
     for k in range(rows):
@@ -133,12 +134,15 @@ def lstm_step_forward(p, t, hh, order, h, c, y, gates, c_prev, tanh_c):
         hr = h[k]
         for j in range(hidden):
             hr[j] = go[j] * tr[j]
-        copy_row(hr, y[b, t * hidden:(t + 1) * hidden])
+        if write_y:
+            copy_row(hr, y[b, t * hidden:(t + 1) * hidden])
 
 
 @jit
-def lstm_step_backward(dy, t, order, gates, c_prev, tanh_c, dh, dc, dhh, dp, need_p, acc_p):
-    """Gradients of step t: dc (n, H) carries the cell's gradient back through f."""
+def lstm_step_backward(dy, t, order, gates, c_prev, tanh_c, dh, dc, dhh, dp, need_p, acc_p,
+                       add_dy):
+    """Gradients of step t: dc (n, H) carries the cell's gradient back through f; dh (n, H)
+    the gradient of h_t, plus dy's step t when ``add_dy`` (not under a projection)."""
     rows, hidden = dh.shape
     zero = dh.dtype.type(0.0)
     one = dh.dtype.type(1.0)
@@ -158,7 +162,8 @@ def lstm_step_backward(dy, t, order, gates, c_prev, tanh_c, dh, dc, dhh, dp, nee
         tr = tanh_c[k]
         hr = dh[k]
         cr = dc[k]
-        add_rows(hr, dy[b, t * hidden:(t + 1) * hidden], hr)  # dh_t, in place
+        if add_dy:
+            add_rows(hr, dy[b, t * hidden:(t + 1) * hidden], hr)  # dh_t, in place
         for j in range(hidden):  # o's gradient, then the cell's
             o = go[j]
             do[j] = hr[j] * tr[j] * o * (one - o)

@@ -36,6 +36,12 @@ class RNNBase(Module):
     * ``hx``: the initial states (batch, num_layers * D, hidden_size), D = 2 when bidirectional
       (PyTorch's ``(num_layers * D, batch, hidden_size)`` with the batch first); for an LSTM a
       tuple ``(h_0, c_0)``; None: zeros.
+    * ``stateful=True`` (with ``batch_size=R``): no ``hx``; each training batch starts from the
+      final states of the batch before it, row by row (detached: no gradient flows back into
+      the earlier batch; Keras' ``stateful``), kept in the layer's buffers ``carried_h`` (and
+      ``carried_c``) (R, num_layers * D * width), not saved by ``state_dict``. Rows past R
+      start from zeros; evaluation and predict batches read the carried states without
+      writing them. :meth:`reset_states` zeroes them.
     * ``lengths``: an integer tensor (batch,) of sequence lengths 1..T (an integer model input):
       step t of sequence b is padding for ``t >= lengths[b]``, as ``pack_padded_sequence``
       gives PyTorch users: its output is 0, the state goes past it unchanged and it takes no
@@ -51,7 +57,8 @@ class RNNBase(Module):
     def __init__(self, mode: str, input_size: int, hidden_size: int, num_layers: int = 1,
                  bias: bool = True, batch_first: bool = False, dropout: float = 0.0,
                  bidirectional: bool = False, proj_size: int = 0,
-                 generator: np.random.Generator | None = None):
+                 generator: np.random.Generator | None = None, stateful: bool = False,
+                 batch_size: int | None = None):
         super().__init__()
         cls = type(self).__name__
         self.mode = mode
@@ -62,13 +69,15 @@ class RNNBase(Module):
         self.batch_first = Bool().check(f"{cls}: batch_first", batch_first)
         self.dropout = Real(min=0, max=1).check(f"{cls}: dropout", dropout)
         self.bidirectional = Bool().check(f"{cls}: bidirectional", bidirectional)
-        if Int(min=0).check(f"{cls}: proj_size", proj_size):
-            raise NotImplementedError(f"{cls}: proj_size={proj_size} (an LSTM with projections)"
-                                      " is not supported yet; use proj_size=0")
+        self.proj_size = Int(min=0).check(f"{cls}: proj_size", proj_size)
+        if self.proj_size and mode != "lstm":
+            raise ValueError(f"{cls}: proj_size={proj_size}: only an LSTM has projections")
+        if self.proj_size >= self.hidden_size:
+            raise ValueError(f"{cls}: proj_size={proj_size} must be smaller than hidden_size="
+                             f"{self.hidden_size}")
         if generator is not None and not isinstance(generator, np.random.Generator):
             raise TypeError(f"{cls}: generator must be a numpy.random.Generator or None, got "
                             f"{type(generator).__name__}")
-        self.proj_size = 0
         rng = default_generator() if generator is None else generator
         # PyTorch's reset_parameters: every parameter U(-1/sqrt(H), 1/sqrt(H)), drawn in
         # registration order (weight_ih, weight_hh, bias_ih, bias_hh per layer and direction)
@@ -76,24 +85,59 @@ class RNNBase(Module):
         gates = _GATES[mode] * self.hidden_size
         for name, shape in self._parameter_shapes(gates):
             setattr(self, name, Parameter(rng.uniform(-bound, bound, shape).astype(DEFAULT_DTYPE)))
+        self.stateful = Bool().check(f"{cls}: stateful", stateful)
+        self.batch_size = None
+        if self.stateful:
+            if batch_size is None:
+                raise ValueError(f"{cls}: stateful=True needs batch_size=, the rows of every "
+                                 "batch (row i's final state is row i's initial state in the "
+                                 "next batch)")
+            self.batch_size = _SIZE.check(f"{cls}: batch_size", batch_size)
+            count = self.num_layers * self.num_directions
+            # (not in state_dict: a PyTorch state dict still loads 1:1)
+            self.register_buffer("carried_h", np.zeros((self.batch_size,
+                                                        count * self.state_size)), False)
+            if mode == "lstm":
+                self.register_buffer("carried_c", np.zeros((self.batch_size,
+                                                            count * self.hidden_size)), False)
 
     @property
     def num_directions(self) -> int:
         return 2 if self.bidirectional else 1
 
+    @property
+    def state_size(self) -> int:
+        """Width of h (and of each direction's output): ``proj_size`` or ``hidden_size``."""
+        return self.proj_size or self.hidden_size
+
     def _parameter_shapes(self, gates: int):
+        out = self.state_size
         for layer in range(self.num_layers):
-            width = self.input_size if layer == 0 else self.hidden_size * self.num_directions
+            width = self.input_size if layer == 0 else out * self.num_directions
             for direction in range(self.num_directions):
                 suffix = f"_l{layer}" + ("_reverse" if direction else "")
                 yield f"weight_ih{suffix}", (gates, width)
-                yield f"weight_hh{suffix}", (gates, self.hidden_size)
+                yield f"weight_hh{suffix}", (gates, out)
                 if self.bias:
                     yield f"bias_ih{suffix}", (gates,)
                     yield f"bias_hh{suffix}", (gates,)
+                if self.proj_size:
+                    yield f"weight_hr{suffix}", (self.proj_size, self.hidden_size)
 
     def flatten_parameters(self) -> None:
         """A no-op (PyTorch's packs cuDNN weights; nnjit's parameters are already one block)."""
+
+    def reset_states(self) -> None:
+        """Zero the carried states of a ``stateful=True`` layer (Keras' ``reset_states``): the
+        next batch starts from zeros (at every epoch: a callback's ``on_epoch_begin`` calls
+        it, docs/sequences.md)."""
+        if not self.stateful:
+            raise ValueError(f"{type(self).__name__} '{self._path or type(self).__name__}': "
+                             "reset_states() is for stateful=True layers")
+        for name in ("carried_h", "carried_c"):
+            buffer = self._buffers.get(name)
+            if buffer is not None:
+                buffer.data[...] = 0.0
 
     # -- forward ---------------------------------------------------------------------------------
     def forward(self, input: Tensor, hx=None, lengths: Tensor | None = None):
@@ -101,6 +145,13 @@ class RNNBase(Module):
         self._check_input(input, where)
         tape = input.tape
         h0, c0 = self._check_states(hx, input, where)
+        carried = None
+        if self.stateful:
+            if hx is not None:
+                raise ValueError(f"{where}: a stateful=True layer starts from its carried "
+                                 "states: pass no hx (reset_states() zeroes them)")
+            h0, c0 = (self._buffer(tape, name) for name in ("carried_h", "carried_c"))
+            carried = input.rows
         if lengths is not None:
             self._check_lengths(lengths, input, where)
         finals_h, finals_c = [], []
@@ -109,23 +160,33 @@ class RNNBase(Module):
             outputs = []
             for direction in range(self.num_directions):
                 suffix = f"_l{layer}" + ("_reverse" if direction else "")
-                w_ih, w_hh, b_ih, b_hh = (self._tensor(tape, f"{w}{suffix}") for w in
-                                          ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
+                w_ih, w_hh, b_ih, b_hh, w_hr = (
+                    self._tensor(tape, f"{w}{suffix}") for w in
+                    ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "weight_hr"))
                 index = layer * self.num_directions + direction
-                state = (rnn_state(h0, c0, index=index, hidden=self.hidden_size)
+                state = (rnn_state(h0, c0, index=index, hidden=self.state_size,
+                                   cell=self.hidden_size, rows=carried)
                          if h0 is not None else None)
                 y, h_n, c_n = rnn_scan(rnn_input(x, w_ih, b_ih), w_hh, b_hh, kind=self.mode,
-                                       reverse=direction == 1, state=state, lengths=lengths)
+                                       reverse=direction == 1, state=state, lengths=lengths,
+                                       w_hr=w_hr, carry=None if carried is None
+                                       else (h0, c0, index))
                 outputs.append(y)
                 finals_h.append(h_n)
                 finals_c.append(c_n)
             x = outputs[0] if len(outputs) == 1 else rnn_step_cat(*outputs)
             if self.dropout and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout)
-        h_n = _stack(finals_h, self.hidden_size)
+        h_n = _stack(finals_h, self.state_size)
         if self.mode != "lstm":
             return x, h_n
         return x, (h_n, _stack(finals_c, self.hidden_size))
+
+    def _buffer(self, tape, name: str):
+        buffer = self._buffers.get(name)
+        if buffer is None:
+            return None
+        return tape.parameter(buffer, f"{self._path}.{name}" if self._path else name)
 
     def _tensor(self, tape, name: str):
         param = self._parameters.get(name)
@@ -150,9 +211,10 @@ class RNNBase(Module):
         if lstm and not (isinstance(hx, tuple) and len(hx) == 2):
             raise TypeError(f"{where}: hx must be a tuple (h_0, c_0) of tensors, got "
                             f"{type(hx).__name__}")
-        want = (self.num_layers * self.num_directions, self.hidden_size)
+        count = self.num_layers * self.num_directions
         states = hx if lstm else (hx,)
         for name, t in zip(("h_0", "c_0") if lstm else ("hx",), states):
+            want = (count, self.hidden_size if name == "c_0" else self.state_size)
             if (not isinstance(t, Tensor) or t.is_integer or int(t.rows) != int(x.rows)
                     or t.cols != want[0] * want[1]):
                 got = _shape(t) if isinstance(t, Tensor) else type(t).__name__
@@ -172,7 +234,8 @@ class RNNBase(Module):
     def extra_repr(self) -> str:
         parts = [f"{self.input_size}, {self.hidden_size}"]
         defaults = {"num_layers": 1, "bias": True, "batch_first": False, "dropout": 0.0,
-                        "bidirectional": False}
+                    "bidirectional": False, "proj_size": 0, "stateful": False,
+                    "batch_size": None}
         parts += [f"{k}={getattr(self, k)}" for k, v in defaults.items() if getattr(self, k) != v]
         return ", ".join(parts)
 
@@ -206,10 +269,12 @@ class RNN(RNNBase):
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1,
                  nonlinearity: str = "tanh", bias: bool = True, batch_first: bool = False,
                  dropout: float = 0.0, bidirectional: bool = False,
-                 generator: np.random.Generator | None = None):
+                 generator: np.random.Generator | None = None, stateful: bool = False,
+                 batch_size: int | None = None):
         self.nonlinearity = Choice("tanh", "relu").check("RNN: nonlinearity", nonlinearity)
         super().__init__(f"rnn_{self.nonlinearity}", input_size, hidden_size, num_layers, bias,
-                         batch_first, dropout, bidirectional, generator=generator)
+                         batch_first, dropout, bidirectional, generator=generator,
+                         stateful=stateful, batch_size=batch_size)
 
     def extra_repr(self) -> str:
         extra = ", nonlinearity='relu'" if self.nonlinearity == "relu" else ""
@@ -227,11 +292,15 @@ class LSTM(RNNBase):
 
     Args:
         input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional: as
-        PyTorch's. proj_size: 0 only (projections are not supported yet).
+        PyTorch's. proj_size: P > 0 projects each step's h through ``weight_hr_l{k}`` (P, H):
+        :math:`h_t = W_{hr} (o \tanh(c_t))`, so h, the outputs and ``weight_hh_l{k}`` are P
+        wide (PyTorch's semantics; c stays H wide).
         generator: a ``numpy.random.Generator`` for the initial values.
 
     Shapes: :class:`RNNBase`; returns ``(output, (h_n, c_n))``. Parameters ``weight_ih_l{k}``
-    (4H, input), ``weight_hh_l{k}`` (4H, H), ``bias_ih_l{k}``, ``bias_hh_l{k}`` (4H,).
+    (4H, input), ``weight_hh_l{k}`` (4H, H), ``bias_ih_l{k}``, ``bias_hh_l{k}`` (4H,). With
+    ``proj_size`` P: ``weight_hh_l{k}`` (4H, P), ``weight_hr_l{k}`` (P, H), h_0 / h_n (batch,
+    num_layers * D, P), outputs (batch, T, D * P), layers above the first take D * P inputs.
 
     Example:
         >>> import nnjit as nn
@@ -242,9 +311,11 @@ class LSTM(RNNBase):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 proj_size: int = 0, generator: np.random.Generator | None = None):
+                 proj_size: int = 0, generator: np.random.Generator | None = None,
+                 stateful: bool = False, batch_size: int | None = None):
         super().__init__("lstm", input_size, hidden_size, num_layers, bias, batch_first,
-                         dropout, bidirectional, proj_size, generator=generator)
+                         dropout, bidirectional, proj_size, generator=generator,
+                         stateful=stateful, batch_size=batch_size)
 
 
 class GRU(RNNBase):
@@ -267,6 +338,9 @@ class GRU(RNNBase):
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True,
                  batch_first: bool = False, dropout: float = 0.0, bidirectional: bool = False,
-                 generator: np.random.Generator | None = None):
+                 generator: np.random.Generator | None = None, stateful: bool = False,
+                 batch_size: int | None = None):
         super().__init__("gru", input_size, hidden_size, num_layers, bias, batch_first, dropout,
-                         bidirectional, generator=generator)
+                         bidirectional, generator=generator, stateful=stateful,
+                         batch_size=batch_size)
+

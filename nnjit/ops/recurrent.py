@@ -37,17 +37,19 @@ from nnjit.ops.context import (
     CTX_ROWS,
     CTX_SCRATCH,
     CTX_SLOTS,
+    CTX_TRAINING,
     CTX_VALUES,
     dispatcher,
     report_bad_input,
 )
 from nnjit.ops.family import OpFamily, register
 from nnjit.ops.spec import OpGeometry, OpSpec
-from nnjit.tape.arena import S_FLAGS, SLOT_GRAD
+from nnjit.tape.arena import S_COLS, S_FLAGS, SLOT_GRAD
 from nnjit.tape.records import (
     ACCUMULATE,
     NEEDS_GRAD,
     R_AUX0,
+    R_AUX1,
     R_FLAGS,
     R_IN0,
     R_IN1,
@@ -64,7 +66,7 @@ _ACC_A, _ACC_B, _ACC_C = ACCUMULATE
 KINDS = {"rnn_tanh": kr.RNN_TANH, "rnn_relu": kr.RNN_RELU, "lstm": kr.LSTM, "gru": kr.GRU}
 # RNN_SCAN's block, field by field
 (SC_KIND, SC_STEPS, SC_HIDDEN, SC_REVERSE, SC_STATE, SC_LENGTHS, SC_SAVED, SC_H_N,
- SC_C_N) = range(9)
+ SC_C_N, SC_PROJ, SC_CARRY_H, SC_CARRY_C, SC_CARRY_COL) = range(13)
 
 
 def _where(t, default: str) -> str:
@@ -93,60 +95,85 @@ def rnn_input(x, weight, bias=None):
                          out_dims=(steps, gates))
 
 
-def rnn_state(h0, c0=None, *, index: int = 0, hidden: int | None = None):
-    """Record ``[h0[:, index] | c0[:, index]]`` (B, 2H) of initial states ``h0`` and ``c0``
-    (B, K, H) (``c0`` None: zeros)."""
+def rnn_state(h0, c0=None, *, index: int = 0, hidden: int | None = None, cell: int = 0,
+              rows=None):
+    """Record ``[h0[:, index] | c0[:, index]]`` (B, W+H) of initial states ``h0`` (B, K, W) and
+    ``c0`` (B, K, H) (``c0`` None: zeros); ``hidden`` W, ``cell`` H when it differs (an LSTM's
+    projection), else 0. ``rows``: the output's rows when the states are a stateful layer's
+    carried ones (R fixed rows: a batch's rows past R start from zeros), else h0's."""
     where = _where(h0, "rnn_state")
     hidden = int(h0.dims[-1] if hidden is None else hidden)
+    cell = cell or hidden
     if h0.is_integer or h0.cols % hidden or not 0 <= index < h0.cols // hidden:
         raise ValueError(f"{where}: rnn_state reads block {index} of {hidden} values from an "
                          f"initial state of shape {h0.shape}")
-    if c0 is not None and (c0.cols != h0.cols or c0.is_integer or int(c0.rows) != int(h0.rows)):
+    if c0 is not None and (c0.cols // cell != h0.cols // hidden or c0.cols % cell
+                           or c0.is_integer or (rows is None and int(c0.rows) != int(h0.rows))):
         raise ValueError(f"{where}: the initial cell state has shape {c0.shape}, the initial "
-                         f"hidden state {h0.shape}: they must be the same")
-    return h0.tape.record(_STATE, [h0, c0], h0.rows, 2 * hidden, aux=(index * hidden, hidden))
+                         f"hidden state {h0.shape}: they must hold as many blocks")
+    return h0.tape.record(_STATE, [h0, c0], h0.rows if rows is None else rows, hidden + cell,
+                          aux=(index * hidden, hidden))
 
 
-def rnn_scan(p, w_hh, b_hh=None, *, kind: str, reverse: bool = False, state=None, lengths=None):
+def rnn_scan(p, w_hh, b_hh=None, *, kind: str, reverse: bool = False, state=None, lengths=None,
+             w_hr=None, carry=None):
     """Record the steps of a recurrent layer's direction on the input projections ``p``
     (B, T, G) (:func:`rnn_input`): ``kind`` one of :data:`KINDS`, ``w_hh`` (G, H), ``b_hh``
     (G,) or None, ``state`` an :func:`rnn_state` output or None (zeros), ``lengths`` an integer
-    (B,) tensor or None. Returns ``(output (B, T, H), h_n (B, H), c_n (B, H) or None)``."""
+    (B,) tensor or None; ``w_hr`` (P, H): an LSTM's projection (PyTorch's ``proj_size``), the
+    state and outputs then P wide and ``w_hh`` (G, P). It must be read by this scan only: the
+    scan writes its gradient. Returns ``(output (B, T, W), h_n (B, W), c_n (B, H) or None)``,
+    W = P with a projection, else H. ``carry``: ``(h, c or None, index)``, a stateful layer's
+    state buffers (R, K*W) and (R, K*H): every training batch writes its final states into
+    their block ``index`` (the first min(B, R) rows), its next batch's initial states."""
     where = _where(p, "rnn_scan")
     code = KINDS[kind]
-    hidden, gates = int(w_hh.cols), int(w_hh.rows)
-    if gates != kr.GATES[code] * hidden or p.dims[-1] != gates:
+    width, gates = int(w_hh.cols), int(w_hh.rows)
+    hidden = gates // kr.GATES[code]
+    if w_hr is not None and (code != kr.LSTM or int(w_hr.rows) != width
+                             or int(w_hr.cols) != hidden):
+        raise ValueError(f"{where}: a projection is an LSTM's (P, H) weight with P the "
+                         f"recurrent weight's {width} columns and H = {hidden}, got "
+                         f"{w_hr.shape} for a {kind} scan")
+    if (w_hr is None and gates != kr.GATES[code] * width) or p.dims[-1] != gates:
         raise ValueError(f"{where}: a {kind} scan of {hidden} hidden units takes projections "
                          f"of {kr.GATES[code] * hidden} values per step and a recurrent weight "
-                         f"({kr.GATES[code] * hidden}, {hidden}), got {p.shape} and "
+                         f"({kr.GATES[code] * hidden}, {width}), got {p.shape} and "
                          f"{w_hh.shape}")
     steps = int(p.dims[0])
     tape = p.tape
-    if state is not None and (state.cols != 2 * hidden or int(state.rows) != int(p.rows)):
+    if state is not None and (state.cols != width + hidden or int(state.rows) != int(p.rows)):
         raise ValueError(f"{where}: the initial state has shape {state.shape}, expected "
-                         f"({int(p.rows)}, {2 * hidden}) (an rnn_state output)")
+                         f"({int(p.rows)}, {width + hidden}) (an rnn_state output)")
     if lengths is not None and (not lengths.is_integer or lengths.cols != 1
                                 or int(lengths.rows) != int(p.rows)):
         raise ValueError(f"{where}: lengths must be an integer tensor of shape "
                          f"({int(p.rows)},), one length per sequence, got {lengths!r}")
-    grad = any(t is not None and t.requires_grad for t in (p, w_hh, b_hh, state))
-    h_n = tape.alloc_tensor(p.rows, hidden, grad)
+    grad = any(t is not None and t.requires_grad for t in (p, w_hh, b_hh, state, w_hr))
+    proj = 0 if w_hr is None else width
+    h_n = tape.alloc_tensor(p.rows, width, grad)
     h_n.spec.name = f"{where}.h_n"
     c_n = None
     if code == kr.LSTM:
         c_n = tape.alloc_tensor(p.rows, hidden, grad)
         c_n.spec.name = f"{where}.c_n"
-    saved = tape.alloc_tensor(p.rows, steps * kr.SAVED[code] * hidden)
+    saved = tape.alloc_tensor(p.rows, kr.saved_size(code, steps, hidden, proj))
     saved.spec.name = f"{where}.saved"
 
     def slot(t):
         return -1 if t is None else t.slot
 
     block = (code, steps, hidden, 1.0 if reverse else 0.0, slot(state), slot(lengths),
-             saved.slot, h_n.slot, slot(c_n))
-    scratch = kr.scratch_size(gates, int(p.rows), steps, hidden)
-    y = tape.record(_SCAN, [p, w_hh, b_hh], p.rows, steps * hidden, block=block, aux=(scratch,),
-                    out_requires_grad=grad, out_dims=(steps, hidden))
+             saved.slot, h_n.slot, slot(c_n), slot(w_hr),
+             -1 if carry is None else carry[0].slot,
+             -1 if carry is None or carry[1] is None else carry[1].slot,
+             0 if carry is None else carry[2] * width)
+    scratch = kr.scratch_size(gates, int(p.rows), steps, hidden, proj)
+    # (w_hr: a 4th input the record has no column for: its slot is in the block, and listing
+    # it makes the tape count this scan as its gradient's writer)
+    inputs = [p, w_hh, b_hh] + ([w_hr] if w_hr is not None else [])
+    y = tape.record(_SCAN, inputs, p.rows, steps * width, block=block, aux=(scratch,),
+                    out_requires_grad=grad, out_dims=(steps, width))
     return y, h_n, c_n
 
 
@@ -199,6 +226,8 @@ def _step_cat_op(a, b, *, T: int = 1):
 
 def _scan_geometry(draw, dims) -> OpGeometry:
     kind = list(KINDS)[draw(0, len(KINDS) - 1)]
+    if draw(0, 2) == 0:  # 8 hidden units: the packed product's path in float64 (8 lanes)
+        dims = dict(dims, H=8)
     hyper = {"T": dims["T"], "kind": kind, "reverse": draw(0, 1), "ragged": draw(0, 1)}
     return OpGeometry(dict(dims, G=kr.GATES[KINDS[kind]] * dims["H"]), hyper)
 
@@ -257,7 +286,8 @@ def forward(op, i, ctx):
             kr.copy_state(slot_view(values, slots, a, rows),
                           slot_view(values, slots, records[i, R_IN1] if records[i, R_IN1] >= 0
                                     else a, rows), records[i, R_IN1] >= 0,
-                          records[i, R_AUX0], slot_view(values, slots, out, rows))
+                          records[i, R_AUX0], records[i, R_AUX1],
+                          slot_view(values, slots, out, rows))
         elif op == _STEP_CAT:
             kr.step_cat(slot_view(values, slots, a, rows),
                         slot_view(values, slots, records[i, R_IN1], rows),
@@ -282,6 +312,7 @@ def _scan_forward(i, ctx):
     lengths = int(hyper[h + SC_LENGTHS])
     h_n = int(hyper[h + SC_H_N])
     c_n = int(hyper[h + SC_C_N])
+    proj = int(hyper[h + SC_PROJ])
     length_view = int_slot_flat(values, slots, lengths if lengths >= 0 else a, rows)
     if lengths >= 0 and not kr.lengths_valid(length_view, steps):
         report_bad_input(ctx, i)
@@ -293,7 +324,19 @@ def _scan_forward(i, ctx):
                     slot_view(values, slots, h_n, rows),
                     slot_view(values, slots, c_n if c_n >= 0 else h_n, rows),
                     slot_flat(values, slots, int(hyper[h + SC_SAVED]), rows), ctx[CTX_SCRATCH],
-                    steps, hyper[h + SC_REVERSE] != 0.0, ctx[CTX_DENSE_MODE])
+                    steps, hyper[h + SC_REVERSE] != 0.0,
+                    slot_view(values, slots, proj if proj >= 0 else records[i, R_IN1], rows),
+                    proj >= 0)
+    carry = int(hyper[h + SC_CARRY_H])
+    if carry >= 0 and ctx[CTX_TRAINING]:  # a stateful layer: the next batch starts from here
+        col = int(hyper[h + SC_CARRY_COL])
+        kr.carry_state(slot_view(values, slots, h_n, rows), col,
+                       slot_view(values, slots, carry, rows))
+        carry_c = int(hyper[h + SC_CARRY_C])
+        if carry_c >= 0:
+            c_view = slot_view(values, slots, c_n, rows)
+            kr.carry_state(c_view, col // slots[h_n, S_COLS] * c_view.shape[1],
+                           slot_view(values, slots, carry_c, rows))
 
 
 @dispatcher
@@ -327,11 +370,13 @@ def backward(op, i, ctx):
         elif op == _STATE:
             dout = slot_view(grads, slots, out, rows)
             col = records[i, R_AUX0]
+            width = records[i, R_AUX1]
             if (f & _NEED_A) != 0:
-                kr.copy_state_grad(dout, 0, col, slot_view(grads, slots, a, rows),
+                kr.copy_state_grad(dout, 0, width, col, slot_view(grads, slots, a, rows),
                                    (f & _ACC_A) != 0)
             if (f & _NEED_B) != 0:
-                kr.copy_state_grad(dout, dout.shape[1] // 2, col,
+                cell = dout.shape[1] - width
+                kr.copy_state_grad(dout, width, cell, col // width * cell,
                                    slot_view(grads, slots, b, rows), (f & _ACC_B) != 0)
         elif op == _STEP_CAT:
             kr.step_cat_grad(slot_view(grads, slots, out, rows), records[i, R_AUX0],
@@ -360,6 +405,8 @@ def _scan_backward(i, ctx):
     lengths = int(hyper[h + SC_LENGTHS])
     h_n = int(hyper[h + SC_H_N])
     c_n = int(hyper[h + SC_C_N])
+    proj = int(hyper[h + SC_PROJ])
+    w_hr = proj if proj >= 0 else records[i, R_IN1]
     need_state = state >= 0 and (slots[state, S_FLAGS] & SLOT_GRAD) != 0
     kr.scan_backward(int(hyper[h + SC_KIND]), slot_view(values, slots, records[i, R_IN1], rows),
                      slot_view(values, slots, out, rows), slot_view(grads, slots, out, rows),
@@ -372,7 +419,9 @@ def _scan_backward(i, ctx):
                      slot_view(grads, slots, records[i, R_IN1], rows), (f & _NEED_B) != 0,
                      (f & _ACC_B) != 0, slot_flat(grads, slots, c if c >= 0 else a, rows),
                      c >= 0 and (f & _NEED_C) != 0, (f & _ACC_C) != 0,
-                     slot_view(grads, slots, state if state >= 0 else h_n, rows), need_state)
+                     slot_view(grads, slots, state if state >= 0 else h_n, rows), need_state,
+                     slot_view(values, slots, w_hr, rows), proj >= 0,
+                     slot_view(grads, slots, w_hr, rows))
 
 
 FAMILY = register(OpFamily("recurrent", SPECS, forward, backward, first_opcode=FIRST_OPCODE))

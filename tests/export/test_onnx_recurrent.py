@@ -128,3 +128,35 @@ def test_a_loop_of_cells(tmp_path):
     feeds = {"input": np.random.default_rng(2).normal(size=(5, 9)).astype(np.float32)}
     got, want, _ = round_trip(Loop(), feeds, tmp_path)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_lstm_with_projections_is_refused_naming_the_layer(tmp_path):
+    # ONNX's LSTM has no weight_hr: proj_size > 0 has no ONNX form
+    class Projected(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.LSTM(3, H, proj_size=2, batch_first=True)
+
+        def forward(self, seq):
+            return self.encoder(seq)[0].flatten()
+
+    model = Projected()
+    nn.Trainer(model).predict_outputs(data(np.float32)["seq"])
+    with pytest.raises(NotImplementedError, match=r"layer .*encoder.* projection \(LSTM "
+                                                  r"proj_size > 0"):
+        model.save_onnx(tmp_path / "projected.onnx")
+
+
+def test_a_stateful_layer_is_refused_naming_the_layer(tmp_path):
+    class Streaming(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stream = nn.GRU(3, H, batch_first=True, stateful=True, batch_size=5)
+
+        def forward(self, seq):
+            return self.stream(seq)[0].flatten()
+
+    model = Streaming()
+    nn.Trainer(model).predict_outputs(data(np.float32)["seq"])
+    with pytest.raises(NotImplementedError, match=r"layer .*stream.* stateful=True"):
+        model.save_onnx(tmp_path / "streaming.onnx")

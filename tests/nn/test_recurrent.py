@@ -163,8 +163,8 @@ class WithLengths(Bare):
 def test_bad_arguments_and_inputs_name_the_layer_and_the_shape():
     with pytest.raises(ValueError, match=r"LSTM: hidden_size must be a positive int, got 0"):
         nn.LSTM(3, 0)
-    with pytest.raises(NotImplementedError, match="proj_size=2"):
-        nn.LSTM(3, 4, proj_size=2)
+    with pytest.raises(ValueError, match="LSTM: proj_size=4 must be smaller than hidden_size=4"):
+        nn.LSTM(3, 4, proj_size=4)
     with pytest.raises(ValueError, match="RNN: nonlinearity must be one of"):
         nn.RNN(3, 4, nonlinearity="sigmoid")
     x = np.zeros((4, T, 3), np.float32)
@@ -197,11 +197,14 @@ def test_a_length_outside_1_to_T_stops_with_an_error_naming_the_layer():
             model.predict((x, bad))
 
 
-def test_float32_matches_torch():
+@pytest.mark.parametrize("kind,hidden", [("GRU", 5), ("LSTM", 16), ("GRU", 32)])
+def test_float32_matches_torch(kind, hidden):
+    # 16 and 32 hidden units: the packed W_hh product (16 float32 lanes), 6 rows (an edge tile)
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(4)
-    ours = nn.GRU(3, 5, num_layers=2, bidirectional=True, batch_first=True)
-    theirs = torch.nn.GRU(3, 5, num_layers=2, bidirectional=True, batch_first=True)
+    ours = getattr(nn, kind)(3, hidden, num_layers=2, bidirectional=True, batch_first=True)
+    theirs = getattr(torch.nn, kind)(3, hidden, num_layers=2, bidirectional=True,
+                                     batch_first=True)
     theirs.load_state_dict({k: torch.from_numpy(v) for k, v in ours.state_dict().items()})
     x = rng.normal(size=(6, 7, 3)).astype(np.float32)
     want = theirs(torch.from_numpy(x))[0].detach().numpy().reshape(6, -1)

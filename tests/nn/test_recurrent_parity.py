@@ -15,32 +15,32 @@ torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
 F64 = {"rtol": 1e-10, "atol": 1e-12}
-B, T, I, H = 5, 6, 3, 4
+B, T, IN, H = 5, 6, 3, 4
 CLASSES = {"rnn_tanh": nn.RNN, "rnn_relu": nn.RNN, "lstm": nn.LSTM, "gru": nn.GRU}
 TORCH = {"rnn_tanh": torch.nn.RNN, "rnn_relu": torch.nn.RNN, "lstm": torch.nn.LSTM,
          "gru": torch.nn.GRU}
 
 
-def layer(kind, **kwargs):
+def layer(kind, hidden=H, **kwargs):
     """The nnjit and torch layers of ``kind`` with nnjit's initial weights in both."""
     extra = {"nonlinearity": kind[4:]} if kind.startswith("rnn") else {}
-    ours = CLASSES[kind](I, H, **extra, **kwargs)
-    theirs = TORCH[kind](I, H, **extra, **kwargs).double()
+    ours = CLASSES[kind](IN, hidden, **extra, **kwargs)
+    theirs = TORCH[kind](IN, hidden, **extra, **kwargs).double()
     theirs.load_state_dict({k: torch.from_numpy(np.array(v, np.float64))
                             for k, v in ours.state_dict().items()})
     return ours, theirs
 
 
 class Probe(nn.Module):
-    """The layer on (B, T, I) data, initial states as parameters (their gradients are checked),
+    """The layer on (B, T, IN) data, initial states as parameters (their gradients are checked),
     lengths as a second, integer input; returns output, h_n (and c_n) side by side."""
 
     def __init__(self, rnn, states: bool, rng):
         super().__init__()
         self.rnn = rnn
-        k = rnn.num_layers * rnn.num_directions * H
-        self.h0 = nn.Parameter(rng.normal(size=(B, k))) if states else None
-        self.c0 = (nn.Parameter(rng.normal(size=(B, k)))
+        k = rnn.num_layers * rnn.num_directions
+        self.h0 = nn.Parameter(rng.normal(size=(B, k * rnn.state_size))) if states else None
+        self.c0 = (nn.Parameter(rng.normal(size=(B, k * rnn.hidden_size)))
                    if states and rnn.mode == "lstm" else None)
 
     def forward(self, x, lengths=None):
@@ -57,13 +57,15 @@ class Probe(nn.Module):
 
 def run_torch(rnn, X, Y, h0, c0, lengths, batch_first):
     """torch's (output, h_n[, c_n]) side by side as Probe's, and the gradients by name."""
+    H = rnn.hidden_size
     x = torch.from_numpy(X)
     inp = x if batch_first else x.transpose(0, 1)
     hx = None
     if h0 is not None:
-        def state(a):  # nnjit's (B, L*D*H) -> torch's (L*D, B, H)
-            return torch.tensor(a.reshape(B, -1, H).transpose(1, 0, 2), requires_grad=True)
-        hx = state(h0) if c0 is None else (state(h0), state(c0))
+        def state(a, width):  # nnjit's (B, L*D*H) -> torch's (L*D, B, H)
+            return torch.tensor(a.reshape(B, -1, width).transpose(1, 0, 2), requires_grad=True)
+        hp = getattr(rnn, "proj_size", 0) or H
+        hx = state(h0, hp) if c0 is None else (state(h0, hp), state(c0, H))
     if lengths is not None:
         inp = torch.nn.utils.rnn.pack_padded_sequence(
             inp, torch.from_numpy(lengths), batch_first=batch_first, enforce_sorted=False)
@@ -79,24 +81,25 @@ def run_torch(rnn, X, Y, h0, c0, lengths, batch_first):
     grads = {f"rnn.{n}": p.grad.numpy() for n, p in rnn.named_parameters()}
     if h0 is not None:
         states = [hx] if c0 is None else list(hx)
-        for name, s in zip(("h0", "c0"), states):
-            grads[name] = s.grad.numpy().transpose(1, 0, 2).reshape(B, -1)
+        for name, st in zip(("h0", "c0"), states):
+            grads[name] = st.grad.numpy().transpose(1, 0, 2).reshape(B, -1)
     return joined.detach().numpy(), grads
 
 
 def check_parity(kind, num_layers, bidirectional, batch_first, bias=True, states=True,
-                 ragged=False, seed=0):
+                 ragged=False, seed=0, hidden=H, **extra):
     rng = np.random.default_rng(seed)
     with nn.seeded(seed):
-        ours, theirs = layer(kind, num_layers=num_layers, bidirectional=bidirectional,
-                             batch_first=batch_first, bias=bias)
+        ours, theirs = layer(kind, hidden, num_layers=num_layers, bidirectional=bidirectional,
+                             batch_first=batch_first, bias=bias, **extra)
     model = Probe(ours, states, rng)
-    X = rng.normal(size=(B, T, I))
+    X = rng.normal(size=(B, T, IN))
     lengths = rng.integers(1, T + 1, size=B) if ragged else None
     if ragged:
         lengths[0] = T  # torch's padded output has T steps only if one sequence has
-    width = T * ours.num_directions * H + (2 if kind == "lstm" else 1) * (
-        num_layers * ours.num_directions * H)
+    layers = num_layers * ours.num_directions
+    width = T * ours.num_directions * ours.state_size + layers * ours.state_size + (
+        layers * hidden if kind == "lstm" else 0)
     Y = rng.normal(size=(B, width))
     trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
     data = X if lengths is None else (X, lengths.astype(np.int64)[:, None])
@@ -131,3 +134,32 @@ def test_variable_lengths_match_torch_packed_sequences(kind, bidirectional):
     steps = out[:, :T * H * (2 if bidirectional else 1)].reshape(B, T, -1)
     for b, n in enumerate(lengths):
         assert not steps[b, n:].any() and steps[b, :n].any()
+
+
+@pytest.mark.parametrize("kind", list(CLASSES))
+def test_packed_recurrent_product_matches_torch(kind):
+    # 16 hidden units (2 and 4-8 vectors of 8 float64 lanes), 5 rows (a tile of 4 and an edge
+    # one): the scan's packed W_hh product (nnjit.kernels.recurrent_product), forward and backward
+    check_parity(kind, 2, True, True, hidden=16)
+    check_parity(kind, 1, False, True, ragged=True, seed=3, hidden=16)
+
+
+@pytest.mark.parametrize("hidden,proj", [(H, 3), (24, 16)], ids=["proj3_of_4", "proj16_of_24"])
+@pytest.mark.parametrize("num_layers,bidirectional,ragged",
+                         [(1, False, False), (2, True, False), (2, False, True)],
+                         ids=["1_layer", "2_layers_bidirectional", "2_layers_ragged"])
+def test_lstm_projections_match_torch(hidden, proj, num_layers, bidirectional, ragged):
+    # PyTorch's proj_size: weight_hr_l{k} (P, H), h and the outputs P wide, c H wide; 16 of 24:
+    # the packed products (2 strips of 8 float64 lanes for P, 12 for the gates)
+    check_parity("lstm", num_layers, bidirectional, True, ragged=ragged, seed=5, hidden=hidden,
+                 proj_size=proj)
+
+
+def test_lstm_projection_parameters_are_pytorchs():
+    ours = nn.LSTM(3, 6, num_layers=2, bidirectional=True, proj_size=2)
+    theirs = torch.nn.LSTM(3, 6, num_layers=2, bidirectional=True, proj_size=2)
+    assert sorted(ours.state_dict()) == sorted(theirs.state_dict())
+    for name, value in theirs.state_dict().items():
+        assert ours.state_dict()[name].shape == tuple(value.shape), name
+    with pytest.raises(ValueError, match=r"LSTM: proj_size=6 must be smaller than hidden_size"):
+        nn.LSTM(3, 6, proj_size=6)
