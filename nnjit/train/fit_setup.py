@@ -20,6 +20,7 @@ from nnjit.ops.normalization import check_batch_statistics
 from nnjit.train.fit_arguments import fit_arguments
 from nnjit.train.fit_plan import FitPlan
 from nnjit.train.lbfgs_fit import fit_lbfgs
+from nnjit.train.stateful import stateful_fit_callbacks
 
 
 class FitSetup(NamedTuple):
@@ -46,6 +47,8 @@ def set_up_fit(trainer, train, y, epochs, val, batch_size, shuffle, val_dataload
                                        validation_data, validation_split,
                                        trainer.optimizer.full_batch)
     train, val = with_validation(train, val, val_dataloader, "fit")
+    plan_arguments["callbacks"] = stateful_fit_callbacks(trainer.model, train,
+                                                         plan_arguments.get("callbacks"))
     plan = FitPlan.build(trainer.loss, val is not None, epochs=epochs, **plan_arguments)
     data = FitData(train, val, trainer._graph_input, trainer.loss, trainer.dtype)
 

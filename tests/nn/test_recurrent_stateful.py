@@ -1,6 +1,6 @@
 """stateful=True recurrent layers (truncated backpropagation through time): a fit whose batches
 continue each other row by row against PyTorch's manual loop (final states carried, detached,
-reset at every epoch by a callback), float64; reset_states(), and the refusals."""
+reset at every epoch by the fit itself), float64; reset_states(), and the refusals."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ class Last(nn.Module):
 
 
 class ResetStates(Callback):
-    """Keras' reset at every epoch (docs/sequences.md's callback)."""
+    """Keras' reset at every epoch, as a user would write it."""
 
     def on_epoch_begin(self, trainer, epoch, logs=None):
         trainer.model.rnn.reset_states()
@@ -84,7 +84,7 @@ def test_a_stateful_fit_matches_pytorchs_manual_loop(kind, kwargs):
     start = {k: np.array(v, np.float64) for k, v in model.state_dict().items()}
     trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
     trainer.fit(X, y, batch_size=B, shuffle=False, epochs=2, verbose=0,
-                n_iter_no_change=None, callbacks=[ResetStates()])
+                n_iter_no_change=None)  # (each epoch starts from zero states: the fit's reset)
     want = torch_fit(kind, start, X, y, 2, 0.1, **kwargs)
     got = model.state_dict()
     assert sorted(got) == sorted(want)
@@ -131,3 +131,59 @@ def test_refusals_name_the_argument():
                 return self.inner.rnn(x, x.flatten()[:, :H].view(-1, 1, H))[0].flatten()
 
         WithState().predict(x)
+
+
+def test_each_epoch_starts_from_zero_states_without_a_callback():
+    """The fit zeroes the carried states at every epoch's start: the same as the user's own
+    reset callback, bit for bit, on either path of a repeated fit; without any reset (states
+    carried from the last batch of one epoch into the next) the weights end elsewhere."""
+    X, y = series()
+
+    def fit(callbacks=None, reset=True, fits=1):
+        with nn.seeded(0):
+            model = Last("GRU")
+        trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
+        if not reset:
+            trainer.fit = _without_reset(trainer.fit)
+        for _ in range(fits):
+            trainer.fit(X, y, batch_size=B, shuffle=False, epochs=3, verbose=0,
+                        n_iter_no_change=None, callbacks=callbacks)
+        return model.state_dict()
+
+    auto, by_hand = fit(), fit([ResetStates()])
+    for name in auto:
+        np.testing.assert_array_equal(auto[name], by_hand[name], err_msg=name)
+    twice, twice_by_hand = fit(fits=2), fit([ResetStates()], fits=2)
+    for name in twice:
+        np.testing.assert_array_equal(twice[name], twice_by_hand[name], err_msg=name)
+    carried = fit(reset=False)
+    assert not np.allclose(auto["fc.weight"], carried["fc.weight"])
+
+
+def _without_reset(fit):
+    """``fit`` with the per-epoch reset switched off (states carried across epochs)."""
+    from nnjit.train import stateful
+
+    def run(*args, **kwargs):
+        saved = stateful.ResetStatefulLayers.on_epoch_begin
+        stateful.ResetStatefulLayers.on_epoch_begin = lambda *a, **k: None
+        try:
+            return fit(*args, **kwargs)
+        finally:
+            stateful.ResetStatefulLayers.on_epoch_begin = saved
+    return run
+
+
+@pytest.mark.parametrize("how", ["fit_default", "fit_shuffle", "loader"])
+def test_shuffled_batches_are_refused_naming_the_argument_and_the_layer(how):
+    X, y = series()
+    model = Last("LSTM")
+    trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), seed=0)
+    X, y = X.astype(np.float32), y.astype(np.float32)
+    with pytest.raises(ValueError, match=r"fit: shuffle=True reorders the batches, but LSTM "
+                                         r"'rnn' is stateful=True .* pass shuffle=False"):
+        if how == "loader":
+            trainer.fit(nn.DataLoader(X, y, batch_size=B, shuffle=True), verbose=0)
+        else:
+            trainer.fit(X, y, batch_size=B, verbose=0,
+                        **({"shuffle": True} if how == "fit_shuffle" else {}))
