@@ -132,15 +132,18 @@ def test_cora_gcn_config_matches_the_code_in_docs_gnn(tmp_path):
     assert abs(history["val_accuracy"].max() - code["val_accuracy"].max()) <= 0.02
 
 
-def test_cora_gcn_yaml_is_the_config_in_docs_gnn():
-    """docs/gnn.md shows examples/cora_gcn.yaml: the two stay one config."""
+@pytest.mark.parametrize("page, example", [("gnn.md", "cora_gcn.yaml"),
+                                           ("sequences.md", "digits_lstm.yaml")])
+def test_the_example_yaml_is_the_config_its_docs_page_shows(page, example):
+    """docs/gnn.md shows examples/cora_gcn.yaml, docs/sequences.md examples/digits_lstm.yaml:
+    each pair stays one config."""
     from nnjit.experiment import RunConfig
 
-    page = (ROOT / "docs" / "gnn.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"^```yaml\n(.*?)^```", page, flags=re.M | re.S)
+    text = (ROOT / "docs" / page).read_text(encoding="utf-8")
+    blocks = re.findall(r"^```yaml\n(.*?)^```", text, flags=re.M | re.S)
     assert len(blocks) == 1
-    example = (ROOT / "examples" / "cora_gcn.yaml").read_text(encoding="utf-8")
-    assert RunConfig.from_yaml(blocks[0]) == RunConfig.from_yaml(example)
+    config = (ROOT / "examples" / example).read_text(encoding="utf-8")
+    assert RunConfig.from_yaml(blocks[0]) == RunConfig.from_yaml(config)
 
 
 # --- CNNs: the LeNet example script and the cnn configs ------------------------------------------
@@ -224,17 +227,6 @@ def test_digits_lstm_config(tmp_path):
     outputs = run.checkpoint_outputs(data.X_val, Checkpoints.BEST)
     best = history.loc[history["val_loss"].idxmin()]
     assert np.mean(outputs.argmax(1) == data.y_val) == pytest.approx(best["val_accuracy"])
-
-
-def test_digits_lstm_yaml_is_the_config_in_docs_sequences():
-    """docs/sequences.md shows examples/digits_lstm.yaml: the two stay one config."""
-    from nnjit.experiment import RunConfig
-
-    page = (ROOT / "docs" / "sequences.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"^```yaml\n(.*?)^```", page, flags=re.M | re.S)
-    assert len(blocks) == 1
-    example = (ROOT / "examples" / "digits_lstm.yaml").read_text(encoding="utf-8")
-    assert RunConfig.from_yaml(blocks[0]) == RunConfig.from_yaml(example)
 
 
 def test_sine_gru_config(tmp_path):

@@ -3,6 +3,7 @@ its feature-map sizes (:func:`conv_output_shapes`), checked when the config is m
 
 from __future__ import annotations
 
+from nnjit.experiment.dense_stack import dense_stack
 from nnjit.nn.module import Module
 from nnjit.nn.sequential import Sequential
 
@@ -56,14 +57,7 @@ class ConvNet(Module):
         self.features = Sequential(*layers)
         c, h, w = conv_output_shapes(self.in_shape, config.conv_channels, config.kernel_size,
                                      config.padding, config.pool)[-1]
-        dims = (c * h * w, *config.hidden_dims)
-        layers = []
-        for d_in, d_out in zip(dims[:-1], dims[1:], strict=True):
-            layers += [nn.Linear(d_in, d_out, init=config.init), config.activation()]
-            if config.dropout > 0:
-                layers.append(nn.Dropout(config.dropout))
-        layers.append(nn.Linear(dims[-1], config.out_dim, init=config.init))
-        self.classifier = Sequential(*layers)
+        self.classifier = dense_stack(c * h * w, config)
 
     def forward(self, x):
         x = self.features(x.view(-1, *self.in_shape))

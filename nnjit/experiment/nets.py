@@ -15,16 +15,14 @@ from nnjit.checks import Bool, Choice, Int, Real
 from nnjit.experiment.builder_enum import BuilderEnum
 from nnjit.experiment.config_base import Config, check_field
 from nnjit.experiment.conv_net import conv_output_shapes
+from nnjit.experiment.dense_stack import dense_stack
 from nnjit.experiment.excerpt import excerpt
 from nnjit.nn import (
     ELU,
     GELU,
     SELU,
-    Dropout,
     LeakyReLU,
-    Linear,
     ReLU,
-    Sequential,
     Sigmoid,
     Softplus,
     Tanh,
@@ -76,15 +74,7 @@ def _build_mlp(config=None, **fields):
     if config.kind is not Nets.MLP:
         raise ValueError(f"Nets.MLP: the NetConfig is for kind {config.kind.value!r}; build it "
                          f"with Nets.{config.kind.name} (or config.kind(config))")
-    layers = []
-    dims = (config.in_dim, *config.hidden_dims)
-    for d_in, d_out in zip(dims[:-1], dims[1:], strict=True):
-        layers.append(Linear(d_in, d_out, init=config.init))
-        layers.append(config.activation())
-        if config.dropout > 0:
-            layers.append(Dropout(config.dropout))
-    layers.append(Linear(dims[-1], config.out_dim, init=config.init))
-    return Sequential(*layers)
+    return dense_stack(config.in_dim, config)
 
 
 def _graph_builder(conv_name: str):

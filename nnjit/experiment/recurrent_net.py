@@ -11,8 +11,8 @@ side by side) goes through ``hidden_dims`` (``Linear - activation [- Dropout]``)
 
 from __future__ import annotations
 
+from nnjit.experiment.dense_stack import dense_stack
 from nnjit.nn.module import Module
-from nnjit.nn.sequential import Sequential
 
 #: Each recurrent kind's layer, by ``Nets`` value.
 LAYERS = {"rnn": "RNN", "gru": "GRU", "lstm": "LSTM"}
@@ -41,14 +41,7 @@ class RecurrentNet(Module):
         self.top = directions * config.hidden_size  # the top layer's state, every direction
         self.skip = (config.num_layers - 1) * self.top  # the lower layers' states before it
         self.is_lstm = config.kind.value == "lstm"
-        dims = (self.top, *config.hidden_dims)
-        layers = []
-        for d_in, d_out in zip(dims[:-1], dims[1:], strict=True):
-            layers += [nn.Linear(d_in, d_out, init=config.init), config.activation()]
-            if config.dropout > 0:
-                layers.append(nn.Dropout(config.dropout))
-        layers.append(nn.Linear(dims[-1], config.out_dim, init=config.init))
-        self.head = Sequential(*layers)
+        self.head = dense_stack(self.top, config)
 
     def forward(self, x):
         _, state = self.rnn(x.view(-1, *self.in_shape))

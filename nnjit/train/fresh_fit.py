@@ -42,7 +42,7 @@ import numpy as np
 from nnjit.data.loader import DataLoader
 from nnjit.train.fit_setup import FitSetup
 from nnjit.train.layout_service import Layout
-from nnjit.train.repeat_fit import _checked, _converted, scalar_arguments
+from nnjit.train.repeat_fit import _checked, _converted, array_pair_key, scalar_arguments
 
 MAX_RECORDS = 32  # fits of different forms kept (least recently used dropped first)
 
@@ -138,19 +138,13 @@ def clear() -> None:
 def _data_form(data, y) -> tuple | None:
     """A fit's data by form: a plain DataLoader of one 2-D float X by its batching and its
     arrays' shapes and dtypes, arrays passed directly by theirs; None for anything else."""
-    if y is None:
-        if type(data) is DataLoader:
-            if data.augment is not None or data.image_dims is not None:
-                return None
-            X, y = data.X, data.y
-            if type(X) is not np.ndarray or y is None:  # (several inputs: a tuple)
-                return None
-            return (DataLoader, data.batch_size, data.shuffle, data.drop_last, X.shape,
-                    X.dtype, y.shape, y.dtype)
-        if type(data) is not tuple or len(data) != 2:
+    if y is None and type(data) is DataLoader:
+        if data.augment is not None or data.image_dims is not None:
             return None
-        data, y = data
-    if not (type(data) is np.ndarray and data.ndim == 2 and data.dtype.kind == "f"
-            and type(y) is np.ndarray and y.ndim in (1, 2)):
-        return None
-    return (np.ndarray, data.shape, data.dtype, y.shape, y.dtype)
+        X, y = data.X, data.y
+        if type(X) is not np.ndarray or y is None:  # (several inputs: a tuple)
+            return None
+        return (DataLoader, data.batch_size, data.shuffle, data.drop_last, X.shape,
+                X.dtype, y.shape, y.dtype)
+    arrays = array_pair_key(data, y)
+    return None if arrays is None else (np.ndarray, *arrays)

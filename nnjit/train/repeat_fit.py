@@ -101,11 +101,17 @@ def scalar_arguments(arguments: tuple) -> bool:
 def _data_key(data, y) -> tuple | None:
     """A fit's data in the key: a DataLoader by identity and batching, arrays by type, shape
     and dtype (their contents are read again), or None when neither."""
+    if y is None and type(data) is DataLoader:
+        if data.augment is not None:
+            return None
+        return (weakref.ref(data), data.batch_size, data.shuffle, data.drop_last)
+    return array_pair_key(data, y)
+
+
+def array_pair_key(data, y) -> tuple | None:
+    """``(X shape, X dtype, y shape, y dtype)`` of a fit's arrays, ``fit(X, y)`` or
+    ``fit((X, y))`` (a 2-D float X, a 1-D or 2-D y), or None for any other data."""
     if y is None:
-        if type(data) is DataLoader:
-            if data.augment is not None:
-                return None
-            return (weakref.ref(data), data.batch_size, data.shuffle, data.drop_last)
         if type(data) is not tuple or len(data) != 2:
             return None
         data, y = data
