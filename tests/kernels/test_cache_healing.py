@@ -10,13 +10,12 @@ from the cache, silently.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
-
-import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,26 +33,8 @@ PROBE = textwrap.dedent("""\
         return x * a + b - c
     """)
 
-RUN = textwrap.dedent("""\
-    import probe_mod
-    value = probe_mod.add_one(41)
-    other = probe_mod.scale(1.0, 2.0, 3.0, 4.0)
-    stats = probe_mod.add_one.stats
-    print(value, other, stats.cache_hits.total(), stats.cache_misses.total())
-    """)
 
-# Rewrites add_one's data file through the cache's own writer with an object of a module that
-# is then deleted: a valid file whose unpickling fails (a cache written by another checkout).
-GHOST = textwrap.dedent("""\
-    import probe_mod, ghost_mod
-    cache_file = probe_mod.add_one._cache._cache_file
-    probe_mod.add_one(1)
-    for name in set(cache_file._load_index().values()):
-        cache_file._save_data(name, ghost_mod.Ghost())
-    """)
-
-
-def _run(folder: Path, script: str = RUN) -> subprocess.CompletedProcess:
+def _run(folder: Path, script: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
     env.update(
         PYTHONPATH=os.pathsep.join([str(folder), str(REPO)]),
@@ -69,12 +50,6 @@ def _run(folder: Path, script: str = RUN) -> subprocess.CompletedProcess:
         timeout=300,
         check=False,
     )
-
-
-def _result(done: subprocess.CompletedProcess) -> tuple:
-    assert done.returncode == 0, done.stderr[-3000:]
-    value, other, hits, misses = done.stdout.split()
-    return int(value), float(other), int(hits), int(misses)
 
 
 def _warnings(done: subprocess.CompletedProcess) -> list[str]:
@@ -120,53 +95,82 @@ DAMAGE = {
 }
 
 
-@pytest.fixture
-def probe(tmp_path: Path) -> Path:
-    (tmp_path / "probe_mod.py").write_text(PROBE)
-    first = _run(tmp_path)
-    assert _result(first) == (42, 1.0, 0, 1)
-    assert _warnings(first) == []
-    return tmp_path
+#: Every way a cache file is damaged, each on its own function of one probe module (one child
+#: process heals them all: the cases cost three processes, not three each).
+CASES = (*sorted(DAMAGE), "another function's .nbc", "a missing module's object")
+HEAL_PROBE = "from nnjit.kernels._jit import jit\n" + "".join(
+    f"\n\n@jit\ndef f{i}(x):\n    return x + 1\n" for i in range(len(CASES))) + (
+    "\n\n@jit\ndef scale(x, a, b, c):\n    return x * a + b - c\n")
+HEAL_RUN = textwrap.dedent(f"""\
+    import json, probe_mod
+    out = {{}}
+    for i in range({len(CASES)}):
+        f = getattr(probe_mod, f"f{{i}}")
+        out[i] = [f(41), f.stats.cache_hits.total(), f.stats.cache_misses.total()]
+    print(json.dumps(out), probe_mod.scale(1.0, 2.0, 3.0, 4.0))
+    """)
+# Rewrites a function's data file through the cache's own writer with an object of a module that
+# is then deleted: a valid file whose unpickling fails (a cache written by another checkout).
+HEAL_GHOST = textwrap.dedent(f"""\
+    import probe_mod, ghost_mod
+    f = probe_mod.f{len(CASES) - 1}
+    cache_file = f._cache._cache_file
+    f(1)
+    for name in set(cache_file._load_index().values()):
+        cache_file._save_data(name, ghost_mod.Ghost())
+    """)
 
 
-def _heals(folder: Path, damaged: Path) -> None:
-    healing = _run(folder)
-    assert _result(healing)[:2] == (42, 1.0)
-    [warning] = _warnings(healing)
-    assert damaged.name in warning and "discarded" in warning, warning
-    assert len(warning) < 600
-    healed = _run(folder)
-    assert _result(healed) == (42, 1.0, 1, 0)  # the rewritten entry loads
-    assert _warnings(healed) == []
-
-
-@pytest.mark.parametrize("case", sorted(DAMAGE))
-def test_a_damaged_cache_file_is_discarded_and_recompiled(probe, case):
-    pattern, damage = DAMAGE[case]
-    [path] = _files(probe, pattern)
-    damage(path)
-    _heals(probe, path)
-
-
-def test_another_functions_data_file_is_not_run(probe):
-    """A data file copied over another function's (a cache shared between checkouts, a
-    restored backup): numba would run ``scale`` as ``add_one`` (or fail for the argument
-    count) in every process."""
-    [mine] = _files(probe, "probe_mod.add_one-*.nbc")
-    [theirs] = _files(probe, "probe_mod.scale-*.nbc")
-    mine.write_bytes(theirs.read_bytes())
-    _heals(probe, mine)
-
-
-def test_a_data_file_needing_a_missing_module_is_discarded(probe):
-    """An entry whose unpickling imports a module this checkout does not have
-    (ModuleNotFoundError in every process before)."""
-    (probe / "ghost_mod.py").write_text("class Ghost:\n    pass\n")
-    done = _run(probe, GHOST)
+def _outputs(done: subprocess.CompletedProcess) -> dict[int, list]:
     assert done.returncode == 0, done.stderr[-3000:]
-    (probe / "ghost_mod.py").unlink()
-    [path] = _files(probe, "probe_mod.add_one-*.nbc")
-    _heals(probe, path)
+    per_function, other = done.stdout.rsplit(" ", 1)
+    assert float(other) == 1.0
+    return {int(i): row for i, row in json.loads(per_function).items()}
+
+
+def test_every_kind_of_damaged_cache_file_is_discarded_and_recompiled(tmp_path):
+    """Each case damages one function's cache file: truncated, empty, zeroed or bit-flipped
+    machine code; a truncated, empty or garbage index; another function's data file copied over
+    (a cache shared between checkouts, a restored backup: numba would run ``scale`` as ``f7``,
+    or fail for the argument count, in every process); an entry whose unpickling imports a
+    module this checkout does not have (ModuleNotFoundError in every process before). The next
+    process gives every right answer after one warning line per damaged file, naming it; the
+    one after loads every rewritten entry from the cache, silently."""
+    (tmp_path / "probe_mod.py").write_text(HEAL_PROBE)
+    first = _run(tmp_path, HEAL_RUN)
+    assert _outputs(first) == {i: [42, 0, 1] for i in range(len(CASES))}
+    assert _warnings(first) == []
+    (tmp_path / "ghost_mod.py").write_text("class Ghost:\n    pass\n")
+    done = _run(tmp_path, HEAL_GHOST)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (tmp_path / "ghost_mod.py").unlink()
+
+    damaged = {}
+    for i, case in enumerate(CASES):
+        if case in DAMAGE:
+            pattern, damage = DAMAGE[case]
+            [path] = _files(tmp_path, pattern.replace("add_one", f"f{i}"))
+            damage(path)
+        elif case == "another function's .nbc":
+            [path] = _files(tmp_path, f"probe_mod.f{i}-*.nbc")
+            [theirs] = _files(tmp_path, "probe_mod.scale-*.nbc")
+            path.write_bytes(theirs.read_bytes())
+        else:  # (the ghost's object, written above)
+            [path] = _files(tmp_path, f"probe_mod.f{i}-*.nbc")
+        damaged[case] = path
+
+    healing = _run(tmp_path, HEAL_RUN)
+    assert {i: row[0] for i, row in _outputs(healing).items()} == dict.fromkeys(
+        range(len(CASES)), 42)
+    warnings = _warnings(healing)
+    for case, path in damaged.items():
+        named = [w for w in warnings if path.name in w]
+        assert len(named) == 1 and "discarded" in named[0], (case, warnings)
+        assert len(named[0]) < 600, case
+    assert len(warnings) == len(CASES), warnings
+    healed = _run(tmp_path, HEAL_RUN)
+    assert _outputs(healed) == {i: [42, 1, 0] for i in range(len(CASES))}  # rewritten, loaded
+    assert _warnings(healed) == []
 
 
 RACE = textwrap.dedent("""\
