@@ -5,7 +5,7 @@ Each case compiles a small module's functions in a child process (numba caches t
 module), damages one cache file the way a kill or a full disk during the write, a bad disk, or a
 cache shared between checkouts does, then runs two more child processes: the first must give the
 right answer after one warning line naming the file, and the second must load the rewritten entry
-from the cache, silently.
+from the cache, silently. The cases share those processes: each damages its own function's files.
 """
 
 from __future__ import annotations
