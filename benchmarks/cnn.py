@@ -49,6 +49,7 @@ one CPU. See ``benchmarks/README.md`` ("benchmarks.cnn").
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import json
 import subprocess
@@ -243,10 +244,12 @@ def torch_embedding_mlp(n_num: int, cards, emb_dim: int, hidden: int):
 
 
 # -- data ----------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=2)
 def fashion_mnist(nj, quick: bool) -> dict | None:
     """Flat float32 rows (the models view them as 1x28x28) standardised with the training
     images' pixel mean and std (torchvision's ``Normalize((0.2860,), (0.3530,))``), or None
-    without the file."""
+    without the file. Read once per process: LeNet-5 and the VGG-style net train on the same
+    rows, and reading them costs ~2 s of CPU."""
     path = shared_data_path("fashion_mnist.npz")
     if path is None:
         return None
