@@ -51,14 +51,15 @@ def _run_steps(x, w1, b1, y1, w2, b2, y2, dy2, dy1, dw1, db1, dw2, db2, hyper, h
 @jit
 def _run_direction(x, w, b, y, dy, dx, dwt, db, direction, hyper, scratch, steps):
     """``steps`` runs of one direction (its index in DIRECTIONS) of one convolution through the
-    conv kernels, one compiled loop; the gradients alone, without the bias's."""
+    conv kernels, one compiled loop; the gradients alone, without the bias's. The block's row
+    is an int32, as the conv family passes it, so the kernels' builds are the family's."""
     weight = direction == 1
     for _ in range(steps):
         if direction == 0:
-            kc.conv2d_forward(x, w, b, y, True, hyper, 0, scratch)
+            kc.conv2d_forward(x, w, b, y, True, hyper, np.int32(0), scratch)
         else:
             kc.conv2d_backward(x, w, dy, dx, dwt, db, not weight, False, weight, False, False,
-                               False, hyper, 0, scratch)
+                               False, hyper, np.int32(0), scratch)
 
 
 def _layer(c, o, size, algorithm, batch=BATCH):
@@ -120,8 +121,9 @@ def _conv_stack_seconds(repeats: int, min_trial_s: float) -> tuple[float, dict, 
     dw1, dw2, db1, db2 = np.zeros_like(w1), np.zeros_like(w2), np.zeros_like(b1), np.zeros_like(b2)
     scratch = np.zeros(max(s1, s2), f32)
     run = _run_steps
-    args = (x, w1, b1, y1, w2, b2, y2, dy2, dy1, dw1, db1, dw2, db2, hyper, 0, len(block1),
-            scratch)
+    # Block rows as int32, as the conv family passes them: the kernels' float32 builds are shared.
+    args = (x, w1, b1, y1, w2, b2, y2, dy2, dy1, dw1, db1, dw2, db2, hyper, np.int32(0),
+            np.int32(len(block1)), scratch)
     run(*args, 1)  # compile, warm
     t0 = time.perf_counter()
     run(*args, 1)

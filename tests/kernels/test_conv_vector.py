@@ -15,6 +15,10 @@ from hypothesis import strategies as st
 from nnjit.kernels import conv as kc
 from nnjit.ops.conv import _reference, output_size, padding_of
 
+#: The geometry block's row, typed as the conv family passes it (an int32 from the tape's
+#: records): a Python int would compile each kernel a second time, just for these tests.
+AUX = np.int32(0)
+
 
 def _block(c, h, w, o, kernel, pads, dilation, groups, algo):
     cg, og = c // groups, o // groups
@@ -32,7 +36,7 @@ def _gradients(x, w, dy, hyper, scratch, dtype, accumulate):
     dw = np.full(w.size, 0.25 if accumulate else np.nan, dtype)
     db = np.full(int(hyper[kc.G_O]), 0.0, dtype)
     kc.conv2d_backward(x.astype(dtype), w.astype(dtype), dy.astype(dtype), dx, dw, db, True,
-                       accumulate, True, accumulate, True, False, hyper, 0,
+                       accumulate, True, accumulate, True, False, hyper, AUX,
                        np.full(scratch, np.nan, dtype))
     return dx, dw
 
@@ -67,7 +71,7 @@ def test_vector_kernels_equal_the_reference(dtype, g, accumulate):
     bias = rng.standard_normal(o)
     y = np.full(n * o * oh * ow, np.nan, dtype)
     kc.conv2d_forward(x.astype(dtype), weight.astype(dtype), bias.astype(dtype), y, True, hyper,
-                      0, np.full(scratch, np.nan, dtype))
+                      AUX, np.full(scratch, np.nan, dtype))
     want = _reference(x.reshape(n, c, h, w), weight.reshape(o, c // groups, *kernel), bias, 1,
                       g["padding"], dilation, groups).ravel()
     tol = 1e-4 if dtype == np.float32 else 1e-12
@@ -89,9 +93,9 @@ def test_a_scratch_span_too_small_is_an_index_error_not_a_wild_write():
     w = np.zeros(4 * 27, np.float32)
     y = np.zeros(2 * 4 * oh * ow, np.float32)
     with pytest.raises(IndexError, match="scratch too small"):
-        kc.conv2d_forward(x, w, np.zeros(4, np.float32), y, True, hyper, 0,
+        kc.conv2d_forward(x, w, np.zeros(4, np.float32), y, True, hyper, AUX,
                           np.zeros(10, np.float32))
     with pytest.raises(IndexError, match="scratch too small"):
         kc.conv2d_backward(x, w, y, x.copy(), w.copy(), np.zeros(4, np.float32), True, False,
-                           True, False, False, False, hyper, 0,
+                           True, False, False, False, hyper, AUX,
                            np.zeros(10, np.float32))
