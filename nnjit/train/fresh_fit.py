@@ -26,7 +26,10 @@ graphs) and is found in two steps:
 
 The data are read again as the full path reads them (the checks and conversions of a new
 DataLoader: same arrays, same errors), the program is a fresh instance of the cached layout
-bound to the new model's parameters, and the optimizer and regularizer are the trainer's own.
+bound to the new model's parameters, and the optimizer and regularizer are the trainer's own
+(the regularizer's spans, which follow from the layout and its rule, are the record's unless a
+subclass derives them). The repeated fit's key the trainer keeps for its next fit
+(:mod:`nnjit.train.repeat_fit`) is made from the fresh key's parts (:func:`repeat_key`).
 ``tests/train/test_fresh_fit.py`` checks that fits through it equal the full path's bit for
 bit, and that each kind of change to the model, loss, data or arguments takes the full path.
 """
