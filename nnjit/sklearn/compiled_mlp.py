@@ -5,12 +5,14 @@ A :class:`CompiledMLP` is a multi-layer perceptron laid out in its arena by
 nnjit MLP uses): its weights are copied in from scikit-learn's ``coefs_`` / ``intercepts_``
 before a fit and out after it. A grid search fits the same structure hundreds of times: every
 fit after the first is a hit in the one program cache (:mod:`nnjit.engine.program_cache`), a
-fresh arena on the cached layout with no trace. Each fit has its own (its arena is the fit's
-memory), so concurrent fits (joblib's threading backend) never share one.
+fresh arena on the cached layout with no trace, and, from the structure's plan (where its
+layers lie in the arena), with no modules built, walked or bound either. Each fit has its own
+(its arena is the fit's memory), so concurrent fits (joblib's threading backend) never share one.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import NamedTuple
@@ -137,6 +139,7 @@ class _Plan(NamedTuple):
 # takes a fresh instance of its cached layout with no modules built, walked or bound (their
 # values are zeros, as a fresh instance's arena: scikit-learn's weights are copied in after).
 _plans: dict[Structure, _Plan] = {}
+_plans_lock = threading.Lock()
 MAX_PLANS = 64  # (as the program cache's entries)
 
 
@@ -166,9 +169,10 @@ def _laid_out(s: Structure):
                          dtype=np.int64).reshape(-1, 2)
     plan = _Plan(layout.key, weights, biases, reg_spans)
     if layout.key is not None and program.reusable:
-        if len(_plans) >= MAX_PLANS:
-            _plans.pop(next(iter(_plans), None), None)
-        _plans[s] = plan
+        with _plans_lock:  # (fits run in threads: joblib's threading backend)
+            if len(_plans) >= MAX_PLANS:
+                _plans.pop(next(iter(_plans)))
+            _plans[s] = plan
     return program, plan
 
 
