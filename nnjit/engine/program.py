@@ -277,8 +277,8 @@ class Program:
         # loader's signature, which names X's type, fits the validation arrays too.
         if options.task == fields.TASK_FIT:  # (the step indexes the state by row, unchecked)
             _check_state_rows(options.optimizer, step.opt_state)
-        X, Y, Xv, Yv = (_read_only(a) for a in data[:4])
-        perm = data[4]
+        X, Y, Xv, Yv, perm = data
+        X, Y, Xv, Yv = _read_only(X), _read_only(Y), _read_only(Xv), _read_only(Yv)
         for a, b, name in ((X, Xv, "X"), (Y, Yv, "Y")):
             if a.dtype != b.dtype or a.ndim != b.ndim or not (a.flags.c_contiguous
                                                               and b.flags.c_contiguous):
@@ -405,7 +405,7 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     if not a.flags.writeable:
         return a
     view = a.view()
-    view.flags.writeable = False
+    view.setflags(write=False)
     return view
 
 

@@ -42,6 +42,7 @@ _FRAMEWORK_ATTRIBUTES = frozenset(  # Module's own bookkeeping, keyed separately
      "_run_guard"))  # (nnjit.train.exclusive: the model's lock)
 _SCALARS = (int, float, bool, str, type(None), np.dtype)
 _DIRECT = frozenset((int, bool, str, type(None)))  # kept as they are (floats: by their hex)
+_MODULE, _TENSOR = object(), object()  # (a structure key's markers: never an attribute's value)
 
 # What a traced_key reads of each op and slot: every field (a field added later is keyed too),
 # but the ones the layout derives (accumulate) or that make a tape uncacheable (python_op).
@@ -91,25 +92,28 @@ def structure_key(modules, named_params, named_buffers, loss, specs, rows: int,
             order.
         loss: the trainer's loss object.
     """
-    parts: list = [np.dtype(dtype).str, specs, int(rows)]
-    loss_attributes = _plain_attributes(loss, ())
-    if loss_attributes is None:
+    # One flat tuple (hashed and compared in one pass, no small tuple per part): the markers
+    # open each module's and each tensor's fields, attributes come as (name, type, value)
+    # triples, so no two structures give the same sequence.
+    parts: list = [np.dtype(dtype).str, specs, int(rows), type(loss)]
+    if not _add_attributes(parts, loss, ()):
         return None
-    parts.append((type(loss), loss_attributes))
+    append = parts.append
     for path, module in modules:
         cls = type(module)
         if not _nnjit_class(cls):
             return None
-        attributes = _plain_attributes(module, _FRAMEWORK_ATTRIBUTES)
-        if attributes is None:
+        append(_MODULE)
+        append(path)
+        append(cls)
+        if not _add_attributes(parts, module, _FRAMEWORK_ATTRIBUTES):
             return None
-        parts.append((path, cls, attributes))
-    first_index: dict[int, int] = {}
-    for name, tensor in named_params + named_buffers:
+    # (each tensor once: its position is the index a tie would share; walk_model lists a
+    # shared one once)
+    for index, (name, tensor) in enumerate(named_params + named_buffers):
         data = tensor.data
-        index = first_index.setdefault(id(tensor), len(first_index))
-        parts.append((name, data.shape, data.dtype.str,
-                      bool(getattr(tensor, "requires_grad", True)), index))
+        parts += (_TENSOR, name, data.shape, data.dtype.str,
+                  bool(getattr(tensor, "requires_grad", True)), index)
     key = Key(tuple(parts))
     return _interned.get(key, key)  # (the one full comparison of this fit's key)
 
@@ -143,25 +147,27 @@ def _listless(value):
     return tuple(value) if isinstance(value, list) else value
 
 
-def _plain_attributes(obj, skip) -> tuple | None:
-    """``obj``'s instance attributes as a hashable tuple of ``(name, type, value)``, or None when
-    one is not a plain value (or ``obj`` has no ``__dict__``)."""
+def _add_attributes(parts: list, obj, skip) -> bool:
+    """Append ``obj``'s instance attributes to ``parts`` as ``name, type, value`` triples (a
+    float by its hex, a tuple by :func:`_plain`); False when one is not a plain value (or
+    ``obj`` has no ``__dict__``)."""
     attributes = getattr(obj, "__dict__", None)
     if attributes is None:
-        return None
-    out = []
+        return False
+    append = parts.append
     for name, value in attributes.items():
         if name in skip:
             continue
         kind = type(value)
         if kind in _DIRECT:  # (most attributes: sizes, flags, names; read without a call)
-            out.append((name, (kind, value)))
+            parts += (name, kind, value)
             continue
         frozen = _plain(value)
         if frozen is None:
-            return None
-        out.append((name, frozen))
-    return tuple(out)
+            return False
+        append(name)
+        parts += frozen
+    return True
 
 
 def _plain(value):

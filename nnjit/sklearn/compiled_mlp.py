@@ -5,18 +5,23 @@ A :class:`CompiledMLP` is a multi-layer perceptron laid out in its arena by
 nnjit MLP uses): its weights are copied in from scikit-learn's ``coefs_`` / ``intercepts_``
 before a fit and out after it. A grid search fits the same structure hundreds of times: every
 fit after the first is a hit in the one program cache (:mod:`nnjit.engine.program_cache`), a
-fresh arena on the cached layout with no trace. Each fit has its own (its arena is the fit's
-memory), so concurrent fits (joblib's threading backend) never share one.
+fresh arena on the cached layout with no trace, and, from the structure's plan (where its
+layers lie in the arena), with no modules built, walked or bound either. Each fit has its own
+(its arena is the fit's memory), so concurrent fits (joblib's threading backend) never share one.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import NamedTuple
 
 import numpy as np
 
 from nnjit.data.inputs import InputSpec
+from nnjit.engine import program_cache
+from nnjit.engine.memory import ArenaTooLarge
 from nnjit.losses import (
     SklearnBinaryLogLoss,
     SklearnLogLoss,
@@ -70,29 +75,20 @@ class CompiledMLP:
 
     def __init__(self, structure: Structure):
         self.structure = s = structure
-        modules = []
-        # (no initial values are drawn: scikit-learn's are copied in; nnjit's global generator
-        # is untouched)
-        for i, (fan_in, fan_out) in enumerate(pairwise(s.layer_units)):
-            modules.append(SparseLinear(fan_in, fan_out, init_values=False) if s.sparse and i == 0
-                           else Linear(fan_in, fan_out, init_values=False))
-            hidden = HIDDEN_ACTIVATIONS[s.activation]
-            if i < len(s.layer_units) - 2 and hidden is not None:
-                modules.append(hidden())
-        loss = OUTPUT_LOSSES[s.out_activation](weighted=s.weighted)
-        spec = InputSpec((1,), integer=True) if s.sparse else InputSpec((s.layer_units[0],))
-        layout = Layout(Sequential(*modules), loss, (spec,), s.batch_size, s.dtype)
-        self.program = program = layout.program(s.target_cols, seed=0)
-        linears = [(path, m) for path, m in layout.walk.modules
-                   if isinstance(m, (Linear, SparseLinear))]
-        # (arena views, once bound, in coefs_' layout)
-        self._transposed = [isinstance(m, Linear) for _, m in linears]
-        self.weights = [m.weight.data.T if t else m.weight.data
-                        for (_, m), t in zip(linears, self._transposed)]
-        self.biases = [m.bias.data for _, m in linears]
-        spans = [layout.param_spans[f"{path}.weight"] for path, _ in linears]
-        self.reg_spans = np.array(spans, dtype=np.int64).reshape(-1, 2)
-        self._bias_offsets = [layout.param_spans[f"{path}.bias"][0] for path, _ in linears]
+        plan = _plans.get(s)
+        program = _instance(plan, s.target_cols) if plan is not None else None
+        if program is None:
+            program, plan = _laid_out(s)
+        # (views of the arena in coefs_' layout: a Linear's weight transposed)
+        values = program.values
+        self.program = program
+        self._transposed = [t for _, _, t in plan.weights]
+        self.weights = [values[off : off + shape[0] * shape[1]].reshape(shape).T if t
+                        else values[off : off + shape[0] * shape[1]].reshape(shape)
+                        for off, shape, t in plan.weights]
+        self.biases = [values[off : off + size] for off, size in plan.biases]
+        self.reg_spans = plan.reg_spans
+        self._bias_offsets = [off for off, _ in plan.biases]
         self.best = np.empty(program.n_params, dtype=s.dtype)  # the best-weights snapshot
 
     def packed_order(self) -> np.ndarray:
@@ -128,3 +124,64 @@ class CompiledMLP:
         """Give a ``sparse`` structure's program the CSR rows its X numbers
         (:func:`nnjit.graph.csr_rows.pack_rows`)."""
         self.program.gdata = gdata
+
+
+class _Plan(NamedTuple):
+    """Where a structure's layers lie in its program's arena, found by its first layout."""
+
+    key: object  # the layout's program_cache Key (None: the layout cannot be cached)
+    weights: tuple  # (offset, the arena's shape, transposed) per layer
+    biases: tuple  # (offset, size) per layer
+    reg_spans: np.ndarray  # the weight spans alpha penalises (read only by the compiled loop)
+
+
+# A grid search fits a few structures hundreds of times; each fit after a structure's first
+# takes a fresh instance of its cached layout with no modules built, walked or bound (their
+# values are zeros, as a fresh instance's arena: scikit-learn's weights are copied in after).
+_plans: dict[Structure, _Plan] = {}
+_plans_lock = threading.Lock()
+MAX_PLANS = 64  # (as the program cache's entries)
+
+
+def _laid_out(s: Structure):
+    """The program of structure ``s`` laid out through the layout service (modules built,
+    walked, keyed, bound), and its :class:`_Plan`, which is kept for the next fit."""
+    modules = []
+    # (no initial values are drawn: scikit-learn's are copied in; nnjit's global generator
+    # is untouched)
+    for i, (fan_in, fan_out) in enumerate(pairwise(s.layer_units)):
+        modules.append(SparseLinear(fan_in, fan_out, init_values=False) if s.sparse and i == 0
+                       else Linear(fan_in, fan_out, init_values=False))
+        hidden = HIDDEN_ACTIVATIONS[s.activation]
+        if i < len(s.layer_units) - 2 and hidden is not None:
+            modules.append(hidden())
+    loss = OUTPUT_LOSSES[s.out_activation](weighted=s.weighted)
+    spec = InputSpec((1,), integer=True) if s.sparse else InputSpec((s.layer_units[0],))
+    layout = Layout(Sequential(*modules), loss, (spec,), s.batch_size, s.dtype)
+    program = layout.program(s.target_cols, seed=0)
+    linears = [(path, m) for path, m in layout.walk.modules
+               if isinstance(m, (Linear, SparseLinear))]
+    spans = layout.param_spans
+    weights = tuple((spans[f"{path}.weight"][0], m.weight.data.shape, isinstance(m, Linear))
+                    for path, m in linears)
+    biases = tuple(spans[f"{path}.bias"] for path, _ in linears)
+    reg_spans = np.array([spans[f"{path}.weight"] for path, _ in linears],
+                         dtype=np.int64).reshape(-1, 2)
+    plan = _Plan(layout.key, weights, biases, reg_spans)
+    if layout.key is not None and program.reusable:
+        with _plans_lock:  # (fits run in threads: joblib's threading backend)
+            if len(_plans) >= MAX_PLANS:
+                _plans.pop(next(iter(_plans)))
+            _plans[s] = plan
+    return program, plan
+
+
+def _instance(plan: _Plan, target_cols: int):
+    """A fresh instance of the plan's cached layout, or None (the layout left the program
+    cache, or its arena cannot be had: the full path says so in its own words)."""
+    if program_cache.output_cols(plan.key) is None:  # (gone: no miss counted twice)
+        return None
+    try:
+        return program_cache.instance(plan.key, target_cols, 0)
+    except ArenaTooLarge:
+        return None

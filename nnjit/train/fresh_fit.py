@@ -26,7 +26,10 @@ graphs) and is found in two steps:
 
 The data are read again as the full path reads them (the checks and conversions of a new
 DataLoader: same arrays, same errors), the program is a fresh instance of the cached layout
-bound to the new model's parameters, and the optimizer and regularizer are the trainer's own.
+bound to the new model's parameters, and the optimizer and regularizer are the trainer's own
+(the regularizer's spans, which follow from the layout and its rule, are the record's unless a
+subclass derives them). The repeated fit's key the trainer keeps for its next fit
+(:mod:`nnjit.train.repeat_fit`) is made from the fresh key's parts (:func:`repeat_key`).
 ``tests/train/test_fresh_fit.py`` checks that fits through it equal the full path's bit for
 bit, and that each kind of change to the model, loss, data or arguments takes the full path.
 """
@@ -34,12 +37,14 @@ bit, and that each kind of change to the model, loss, data or arguments takes th
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
 
 from nnjit.data.loader import DataLoader
+from nnjit.regularizers import Regularizer
 from nnjit.train.fit_setup import FitSetup
 from nnjit.train.layout_service import Layout
 from nnjit.train.repeat_fit import _checked, _converted, array_pair_key, scalar_arguments
@@ -60,6 +65,7 @@ class FreshRecord(NamedTuple):
     n_outputs: int  # the model's output width and the targets' columns
     target_cols: int
     setup: FitSetup  # X, Y (and Xv, Yv with validation data) None: read again by every fit
+    reg_spans: object  # the regularizer's spans (read only by the loop), or None: derive them
 
 
 def fresh_key(trainer, train, y, val, arguments: tuple) -> tuple | None:
@@ -102,7 +108,7 @@ def take(trainer, key: tuple, train, y, val) -> FitSetup | None:
     Xv, Yv = (kept.Xv, kept.Yv) if val is None else _converted(val, loss, n_outputs, dtype)
     if Y.shape[1] != record.target_cols:  # (the form of y fixes it; checked, not assumed)
         return None
-    trainer._install(layout.program(record.target_cols, trainer.seed), layout)
+    trainer._install(layout.program(record.target_cols, trainer.seed), layout, record.reg_spans)
     trainer._inference_layout = False
     stats["taken"] += 1
     # (built directly: NamedTuple._replace costs a few microseconds a call)
@@ -120,13 +126,37 @@ def record(trainer, key: tuple, setup: FitSetup) -> None:
     kept = setup._replace(X=None, Y=None)
     if setup.Xv.size or setup.Yv.size:  # (without validation data: shared empty arrays)
         kept = kept._replace(Xv=None, Yv=None)
-    program = trainer.program
-    entry = FreshRecord(structure, specs, rows, program.output_cols, program.target_cols, kept)
+    program, regularizer = trainer.program, trainer.regularizer
+    # (the spans follow from the layout and the regularizer's rule, both in the key, unless a
+    # subclass derives them its own way)
+    reg_spans = (trainer._reg_spans if regularizer is None
+                 or type(regularizer).spans is Regularizer.spans else None)
+    entry = FreshRecord(structure, specs, rows, program.output_cols, program.target_cols, kept,
+                        reg_spans)
     with _lock:
         _records[key] = entry
         _records.move_to_end(key)
         while len(_records) > MAX_RECORDS:
             _records.popitem(last=False)
+
+
+def repeat_key(trainer, fresh: tuple, train, val) -> tuple:
+    """The :func:`~nnjit.train.repeat_fit.fit_key` of the fit that just took a record under
+    ``fresh`` (its :func:`fresh_key`), made from that key's parts instead of read again: the
+    same objects and values, so the trainer's next fit repeats this one."""
+    train_form, val_form, arguments, types, dtype, dense_mode, _, _, kind, rule = fresh
+    values = (_repeat_form(train, train_form), () if val is None else _repeat_form(val, val_form),
+              arguments, types, dtype, kind, dense_mode,
+              None if rule is None else (rule[1], rule[2]))
+    return (trainer.program, trainer.loss, trainer.optimizer, trainer.regularizer), values
+
+
+def _repeat_form(data, form: tuple) -> tuple:
+    """:func:`~nnjit.train.repeat_fit.fit_key`'s part for data of :func:`_data_form` ``form``:
+    a DataLoader by weak reference and batching, arrays by their shapes and dtypes."""
+    if form[0] is DataLoader:
+        return (weakref.ref(data), *form[1:4])
+    return form[1:]
 
 
 def clear() -> None:

@@ -111,14 +111,16 @@ def bind_parameters(program: Program, walk: ModelWalk) -> dict[str, tuple[int, i
     that take a gradient (the spans a regularizer penalises)."""
     spans = {}
     offsets, values, grads = program.param_offsets, program.values, program.grads
-    for name, p in walk.tensors:
+    for name, p in walk.params + walk.buffers:
         off, size = offsets[name]
+        end = off + size
         data = p.data
-        view = values[off : off + size].reshape(data.shape)
+        shape = data.shape
+        view = values[off:end].reshape(shape)
         view[...] = data
         p.data = view
         if p.requires_grad:  # (a Buffer has no gradient and no span the regularizer sees)
-            p.grad = grads[off : off + size].reshape(data.shape)
+            p.grad = grads[off:end].reshape(shape)
             spans[name] = (off, size)
     return spans
 

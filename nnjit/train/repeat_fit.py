@@ -95,7 +95,7 @@ def fit_key(trainer, train, y, val, arguments: tuple) -> tuple | None:
 
 def scalar_arguments(arguments: tuple) -> bool:
     """Whether a key can hold the fit's arguments: each a plain scalar, compared by value."""
-    return all(type(a) in _SCALARS for a in arguments)
+    return _SCALARS.issuperset(map(type, arguments))
 
 
 def _data_key(data, y) -> tuple | None:

@@ -225,13 +225,10 @@ class Trainer(InferenceMethods, CheckpointMethods):
         """The GraphStructure the model is traced on (None for array data)."""
         return self._graph_input.structure
 
-    def _set_training(self, mode: bool) -> None:
-        """``model.train(mode)`` over the modules found when laying out (no second traversal)."""
-        for _, module in self._walk.modules:
-            module.__dict__["training"] = mode
-
-    def _install(self, program: Program, layout: Layout) -> None:
-        """Run on ``program`` (bound by ``layout``); the optimizer state and RNG position stay."""
+    def _install(self, program: Program, layout: Layout, reg_spans=None) -> None:
+        """Run on ``program`` (bound by ``layout``); the optimizer state and RNG position stay.
+        ``reg_spans``: the regularizer's spans when the caller knows them (a fresh fit's record
+        of the same layout and regularizer rule), else they are derived."""
         old = self.program
         if old is not None:
             program.rng[:] = old.rng
@@ -241,10 +238,12 @@ class Trainer(InferenceMethods, CheckpointMethods):
         self._layout_made = (layout.key, layout.specs, layout.rows)  # (what fresh_fit records)
         self.optimizer.build(program.n_trainable, self.dtype)  # (the interpreter's step span)
         self._best = np.empty(program.n_params, dtype=self.dtype)
-        spans = self.regularizer.spans(self.param_spans) if self.regularizer else _NO_SPANS
-        if spans.dtype != np.int64 or not spans.flags.c_contiguous:  # (a custom regularizer)
-            spans = np.ascontiguousarray(spans, dtype=np.int64)
-        self._reg_spans = spans
+        if reg_spans is None:
+            reg_spans = (self.regularizer.spans(self.param_spans) if self.regularizer
+                         else _NO_SPANS)
+            if reg_spans.dtype != np.int64 or not reg_spans.flags.c_contiguous:  # (a custom one)
+                reg_spans = np.ascontiguousarray(reg_spans, dtype=np.int64)
+        self._reg_spans = reg_spans
         self.program = program
         self.model.__dict__["_trainer"] = self  # (as Module.__setattr__ would store it)
 
@@ -371,7 +370,9 @@ class Trainer(InferenceMethods, CheckpointMethods):
                         return setup
                     if fresh is not None:
                         fresh_fit.record(self, fresh, setup)
-                key = fit_key(self, train, y, val, arguments) if plain else None
+                    key = fit_key(self, train, y, val, arguments) if plain else None
+                else:  # (a record taken: the next fit's key from this one's parts)
+                    key = fresh_fit.repeat_key(self, fresh, train, val)
                 if key is not None:  # (the state the next fit finds if nothing changes)
                     self._last_fit = RepeatFit(key, setup)
             plan, options, program = setup.plan, setup.options, self.program
@@ -444,8 +445,11 @@ class Trainer(InferenceMethods, CheckpointMethods):
     def _begin_callbacks(self, plan: FitPlan, carried) -> None:
         # model.training reads True while fitting (PyTorch's model.train() before the loop);
         # the modes the user set come back when the fit ends.
-        self._modes_before_fit = [m.__dict__["training"] for _, m in self._walk.modules]
-        self._set_training(True)
+        self._modes_before_fit = modes = []
+        for _, module in self._walk.modules:  # (one pass: the modes kept, then set)
+            state = module.__dict__
+            modes.append(state["training"])
+            state["training"] = True
         self.stop_training = False
         self._callbacks = callbacks = plan.callbacks
         if callbacks:  # (hooks of an empty list still cost a fit's fixed set-up time)

@@ -71,3 +71,34 @@ def test_a_cached_layout_fits_as_a_fresh_trace():
     assert program_cache.stats["hits"] == hits + 1
     for a, b in zip(cold, warm):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_structures_later_nets_take_its_plan_without_a_layout(monkeypatch, sparse):
+    """After a structure's first net, the next ones are instances of the cached layout made
+    without modules or a Layout, with the same arena views, spans and offsets."""
+    from nnjit.sklearn import compiled_mlp
+
+    structure = dataclasses.replace(BASE, sparse=sparse)
+    program_cache.clear()
+    first = CompiledMLP(structure)
+    layouts = []
+    real = compiled_mlp.Layout
+    monkeypatch.setattr(compiled_mlp, "Layout", lambda *a, **k: layouts.append(1) or real(*a, **k))
+    again = CompiledMLP(structure)
+    assert layouts == []  # (the plan: no modules built, walked or bound)
+    assert again.program.records is first.program.records
+    assert again.program.values is not first.program.values
+    assert not again.program.values.any()  # (a fresh arena: zeros, as bound zero weights)
+    np.testing.assert_array_equal(again.reg_spans, first.reg_spans)
+    assert again._bias_offsets == first._bias_offsets
+    for a, b in zip(again.weights + again.biases, first.weights + first.biases):
+        assert a.base is again.program.values and a.shape == b.shape
+        assert a.strides == b.strides and _offset(a) == _offset(b)
+    program_cache.clear()  # the layout gone: the full path again
+    CompiledMLP(structure)
+    assert layouts == [1]
+
+
+def _offset(view: np.ndarray) -> int:
+    return view.__array_interface__["data"][0] - view.base.__array_interface__["data"][0]

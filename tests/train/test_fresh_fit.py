@@ -230,3 +230,38 @@ def test_a_second_trainer_on_a_fitted_model_starts_from_its_trained_weights():
     for u, v in zip(warm[0], cold[0], strict=True):
         np.testing.assert_array_equal(u, v)
     assert warm[1].equals(cold[1])
+
+
+@pytest.mark.parametrize("form", ["loader", "arrays", "no validation", "no regularizer"])
+def test_a_taken_record_leaves_the_key_a_repeated_fit_reads(form):
+    """The repeated fit's key a fresh fit leaves (made from the fresh key's parts) is the one
+    repeat_fit.fit_key reads afresh, and the trainer's next fit repeats it."""
+    from nnjit.train.repeat_fit import fit_key
+
+    fresh_fit.clear()
+    val = None if form == "no validation" else (XV, YV)
+    regularizer = None if form == "no regularizer" else nn.SklearnL2Regularizer(1e-3)
+
+    def trainer():
+        nn.set_seed(7)
+        return nn.Trainer(_mlp(), nn.Adam(lr=0.02), regularizer=regularizer)
+
+    def data():
+        if form == "arrays":
+            return (X, Y), dict(batch_size=8)
+        return (nn.DataLoader(X, Y, batch_size=8),), {}
+
+    args, kw = data()
+    trainer().fit(*args, val=val, epochs=2, verbose=False, **kw)  # (recorded)
+    t = trainer()
+    args, kw = data()
+    before = _taken()
+    t.fit(*args, val=val, epochs=2, verbose=False, **kw)
+    assert _taken() == before + 1
+    arguments = (2, kw.get("batch_size"), None, 1e-4, 10, None, True, None, 1)
+    key = t._last_fit.key
+    assert key[1] == fit_key(t, *args, *([None] if len(args) == 1 else []), val, arguments)[1]
+    assert all(a is b for a, b in zip(key[0], (t.program, t.loss, t.optimizer, t.regularizer)))
+    setup = t._last_fit.setup
+    t.fit(*args, val=val, epochs=2, verbose=False, **kw)
+    assert t._last_fit.setup.plan is setup.plan  # (the repeat's fast path took it)
