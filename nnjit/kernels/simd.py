@@ -172,3 +172,90 @@ def total(typingctx, a):
         return builder.extract_element(v, ir.Constant(ir.IntType(32), 0))
 
     return a.dtype(a), codegen
+
+
+def _transpose_codegen(accumulate):
+    def codegen(context, builder, sig, args):
+        src_t, _, _, dst_t = sig.args[:4]
+        src, src_at, src_ld, dst, dst_at, dst_ld = args
+        vty = Vector(src_t.dtype)
+        n, lt = vty.lanes, context.get_value_type(vty)
+        align = src_t.dtype.bitwidth // 8
+        idx = types.intp
+
+        def pointer(array_type, array, at, ld, i, k):
+            at = context.cast(builder, at, sig.args[k], idx)
+            ld = context.cast(builder, ld, sig.args[k + 1], idx)
+            row = builder.add(at, builder.mul(ld, context.get_constant(idx, i)))
+            p = _element_pointer(context, builder, array_type, array, idx, row)
+            return builder.bitcast(p, lt.as_pointer())
+
+        rows = [builder.load(pointer(src_t, src, src_at, src_ld, i, 1), align=align)
+                for i in range(n)]
+        # stage d swaps bit d of the row index with bit d of the lane index: after every bit,
+        # row i lane l holds what row l lane i held
+        d = n // 2
+        while d:
+            out = list(rows)
+            for i in range(n):
+                if i & d:
+                    continue
+                lo = [lane if lane & d == 0 else n + lane - d for lane in range(n)]
+                hi = [lane + d if lane & d == 0 else n + lane for lane in range(n)]
+                mask = lambda m: ir.Constant(ir.VectorType(ir.IntType(32), n), m)  # noqa: E731
+                out[i] = builder.shuffle_vector(rows[i], rows[i + d], mask(lo))
+                out[i + d] = builder.shuffle_vector(rows[i], rows[i + d], mask(hi))
+            rows = out
+            d //= 2
+        for i, v in enumerate(rows):
+            p = pointer(dst_t, dst, dst_at, dst_ld, i, 4)
+            if accumulate:
+                v = builder.fadd(builder.load(p, align=align), v)
+            builder.store(v, p, align=align)
+        return context.get_dummy_value()
+
+    return codegen
+
+
+def _transpose_signature(src, src_at, src_ld, dst, dst_at, dst_ld):
+    if not (_float_array(src) and _float_array(dst) and src.dtype == dst.dtype):
+        return None
+    ints = (src_at, src_ld, dst_at, dst_ld)
+    if not all(isinstance(t, types.Integer) for t in ints):
+        return None
+    return types.void(src, src_at, src_ld, dst, dst_at, dst_ld)
+
+
+@intrinsic
+def transpose(typingctx, src, src_at, src_ld, dst, dst_at, dst_ld):
+    """A lanes x lanes block transposed: ``dst[dst_at + l*dst_ld + i] = src[src_at + i*src_ld +
+    l]`` for i, l < lanes (rows loaded whole, then log2(lanes) rounds of shuffles: a few
+    instructions per vector instead of a scalar load and store per element)."""
+    sig = _transpose_signature(src, src_at, src_ld, dst, dst_at, dst_ld)
+    return (sig, _transpose_codegen(False)) if sig is not None else None
+
+
+@intrinsic
+def transpose_add(typingctx, src, src_at, src_ld, dst, dst_at, dst_ld):
+    """:func:`transpose`, added to ``dst`` instead of stored."""
+    sig = _transpose_signature(src, src_at, src_ld, dst, dst_at, dst_ld)
+    return (sig, _transpose_codegen(True)) if sig is not None else None
+
+
+@intrinsic
+def align_offset(typingctx, arr, at):
+    """Elements to add to ``at`` so that ``arr[at + result]`` starts a 64-byte line (0 to
+    lanes - 1; the array's elements are aligned to their own size)."""
+    if not _float_array(arr):
+        return None
+
+    def codegen(context, builder, sig, args):
+        p = _element_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+        size = arr.dtype.bitwidth // 8
+        i64 = ir.IntType(64)
+        rest = builder.and_(builder.ptrtoint(p, i64), ir.Constant(i64, VECTOR_BYTES - 1))
+        gap = builder.and_(builder.sub(ir.Constant(i64, VECTOR_BYTES), rest),
+                           ir.Constant(i64, VECTOR_BYTES - 1))
+        return builder.udiv(gap, ir.Constant(i64, size))
+
+    return types.int64(arr, at), codegen

@@ -50,13 +50,31 @@ _ACC_C = ACCUMULATE[2]
 FIRST_OPCODE = 80
 _CONV2D = FIRST_OPCODE
 
-ALGORITHMS = {"vector": kc.ALGO_VECTOR, "im2col": kc.ALGO_IM2COL}
+ALGORITHMS = {"vector": kc.ALGO_VECTOR, "im2col": kc.ALGO_IM2COL, "lanes": kc.ALGO_LANES}
 
 
-def choose_algorithm(cg: int, kh: int, kw: int, og: int, stride=(1, 1)) -> str:
+#: "lanes" is chosen for layers with at most this many channels in and out per group ...
+LANES_CHANNELS = 16
+#: ... whose frames and output of one group of samples (per lane) fit in this many elements
+#: (LeNet's layers: 5728 and 2776; half of the L2 with 16 float32 lanes)
+LANES_ELEMENTS = 8192
+
+
+def choose_algorithm(cg: int, kh: int, kw: int, og: int, stride=(1, 1), out_size=None,
+                     dilation=(1, 1)) -> str:
     """The algorithm for a convolution with ``cg`` input and ``og`` output channels per group, a
-    ``kh x kw`` kernel and ``stride``: "vector" at stride 1, "im2col" otherwise (module doc)."""
-    return "vector" if tuple(stride) == (1, 1) else "im2col"
+    ``kh x kw`` kernel, ``stride`` and an ``out_size`` (OH, OW) output: "lanes" at stride 1
+    for few channels and small images (both within LANES_CHANNELS and LANES_ELEMENTS; the
+    output size must be given), "vector" at any other stride 1, "im2col" otherwise (module
+    doc)."""
+    if tuple(stride) != (1, 1):
+        return "im2col"
+    if out_size is not None and max(cg, og) <= LANES_CHANNELS:
+        oh, ow = out_size
+        frame = (oh + (kh - 1) * dilation[0]) * (ow + (kw - 1) * dilation[1])
+        if cg * frame + og * oh * ow <= LANES_ELEMENTS:
+            return "lanes"
+    return "vector"
 
 
 # -- arguments ----------------------------------------------------------------------------------
@@ -165,13 +183,14 @@ def record_conv2d(x, w, b, out_channels: int, group_channels: int, kernel, strid
                          f"would be {oh}x{ow}")
     og = out_channels // groups
     if algorithm is None:
-        algorithm = choose_algorithm(group_channels, kernel[0], kernel[1], og, stride)
+        algorithm = choose_algorithm(group_channels, kernel[0], kernel[1], og, stride, (oh, ow),
+                                     dilation)
     if algorithm not in ALGORITHMS:
         raise ValueError(f"{where}: algorithm must be one of {', '.join(ALGORITHMS)} or None, "
                          f"got {algorithm!r}")
-    if algorithm == "vector" and stride != (1, 1):
-        raise ValueError(f"{where}: algorithm 'vector' runs stride 1 only, got stride {stride}; "
-                         f"use 'im2col' or None")
+    if algorithm in ("vector", "lanes") and stride != (1, 1):
+        raise ValueError(f"{where}: algorithm {algorithm!r} runs stride 1 only, got stride "
+                         f"{stride}; use 'im2col' or None")
     algo = ALGORITHMS[algorithm]
     block = (c, h, wd, out_channels, *kernel, *stride, pt, pl, *dilation, groups, oh, ow, algo,
              kc.samples_for(group_channels, *kernel, oh, ow, og, *dilation, algo))
@@ -225,7 +244,7 @@ def _sample_geometry(draw, dims) -> OpGeometry:
     oh = output_size(h, kernel[0], stride[0], pt, pb, dilation[0])
     ow = output_size(w, kernel[1], stride[1], pl, pr, dilation[1])
     c, o = groups * cg, groups * og
-    algorithms = ("im2col", "vector") if stride == (1, 1) else ("im2col",)
+    algorithms = ("im2col", "vector", "lanes") if stride == (1, 1) else ("im2col",)
     hyper = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups,
              "algorithm": algorithms[draw(0, len(algorithms) - 1)]}
     return OpGeometry(
