@@ -7,7 +7,8 @@ geometry comes from the hyper table (``hyper[h + G_...]``, see :mod:`nnjit.ops.c
 Three algorithms; the recorder picks one per shape (:func:`nnjit.ops.conv.choose_algorithm`):
 
 * **lanes** (``ALGO_LANES``, stride 1, few channels): the samples in the vector lanes, every
-  product exact (:mod:`nnjit.kernels.conv_lanes`).
+  product exact (:mod:`nnjit.kernels.conv_lanes`; an op family of its own, the ``conv_lanes``
+  family, so that a model compiles only the algorithms its layers use).
 * **vector** (``ALGO_VECTOR``, stride 1): register-blocked products over shifted zero-padded
   frames, no column matrix and no BLAS (:mod:`nnjit.kernels.conv_vector`).
 * **im2col + GEMM** (``ALGO_IM2COL``): per group, the receptive fields of a few samples are
@@ -194,10 +195,6 @@ def conv2d_forward(x, w, b, y, has_bias, hyper, h, scratch):
     og = o // groups
     k = cg * kh * kw
     pq = oh * ow
-    if algo == ALGO_LANES:
-        kl.forward(x, w, b, y, has_bias, c, hh, ww, o, kh, kw, ph, pw, dh, dw, groups, oh, ow,
-                   scratch)
-        return
     if algo == ALGO_VECTOR:
         kv.vector_forward(x, w, b, y, has_bias, c, hh, ww, o, kh, kw, ph, pw, dh, dw, groups, oh,
                           ow, scratch)
@@ -259,10 +256,6 @@ def conv2d_backward(x, w, dy, dx, dwt, db, need_x, acc_x, need_w, acc_w, need_b,
         dx[:] = 0
     if need_w and not acc_w:
         dwt[:] = 0
-    if algo == ALGO_LANES:
-        kl.backward(x, w, dy, dx, dwt, need_x, need_w, c, hh, ww, o, kh, kw, ph, pw, dh, dw,
-                    groups, oh, ow, scratch)
-        return
     if algo == ALGO_VECTOR:
         by_columns = need_x and input_gradient_by_columns(cg)
         kv.vector_backward(x, w, dy, dx, dwt, need_x and not by_columns, need_w, c, hh, ww, o,

@@ -33,16 +33,10 @@ ROWS, COLS = 6, 4
 MAX_LANES = 16
 
 
-@jit(inline="always")
-def _round_up(n, step):
-    return (n + step - 1) // step * step
-
-
-@jit(inline="always")
 def lanes_layout(cg, og, kh, kw, dh, dw, oh, ow, nv):
     """(frame height, frame width, elements of one group's frames, output positions rounded up to
     the tile, elements of the output gradient's lanes, elements of the weight gradient's
-    vector sums) for ``nv`` lanes (module doc)."""
+    vector sums) for ``nv`` lanes (module doc; the kernels compute the same inline)."""
     hp = oh + (kh - 1) * dh
     wp = ow + (kw - 1) * dw
     pqp = (oh * ow + COLS - 1) // COLS * COLS
@@ -57,8 +51,7 @@ def scratch_elements(cg, og, kh, kw, dh, dw, oh, ow):
     gradient's lanes, the input gradient's frames, the weight gradient's sums and the
     transposed weight; both, a transpose block and the offset tables (:func:`offsets`)."""
     nv = MAX_LANES
-    _, _, frames, _, grads, sums = getattr(lanes_layout, "py_func", lanes_layout)(
-        cg, og, kh, kw, dh, dw, oh, ow, nv)
+    _, _, frames, _, grads, sums = lanes_layout(cg, og, kh, kw, dh, dw, oh, ow, nv)
     k = cg * kh * kw
     forward = frames + og * oh * ow * nv
     backward = 2 * frames + grads + sums + (k + 1) * og
@@ -66,91 +59,49 @@ def scratch_elements(cg, og, kh, kw, dh, dw, oh, ow):
     return max(forward, backward) + nv * nv + tables + nv
 
 
-@jit(inline="always")
-def _tables(scratch, at, k, kh, kw, dh, dw, hp, wp, oh, ow, nv):
-    """The offset tables (:func:`offsets`) as integer views of scratch[at:], filled."""
-    taps = int_view1d(scratch, at, k + ROWS + COLS)
-    pos = int_view1d(scratch, at + k + ROWS + COLS, oh * ow + COLS)
-    offsets(taps, pos, k, kh, kw, dh, dw, hp, wp, oh, ow, nv)
-    return taps, pos, at + k + ROWS + COLS + oh * ow + COLS
-
-
 @jit
-def to_lanes(src, at, ld, m, count, h, w, cstride, wp, ph, pw, dst, dst_at, tmp_at):
-    """``src[at + t*ld + f]`` for samples t < m and f = (c*h + i)*w + j < count into
-    ``dst[dst_at + (c*cstride + (i + ph)*wp + j + pw)*lanes + t]``, lanes t >= m zero;
-    ``dst[tmp_at:]`` holds one transpose block."""
-    nv = simd.lanes(dst)
+def exchange(arr, at, ld, m, count, h, w, cstride, wp, ph, pw, buf, buf_at, tmp_at, into, add):
+    """Between samples and lanes: value f = (c*h + i)*w + j < count of sample t < m is
+    ``arr[at + t*ld + f]`` and lane t of
+    ``buf[buf_at + (c*cstride + (i + ph)*wp + j + pw)*lanes:]``.
+    ``into``: the samples into the lanes (lanes t >= m zero); else the lanes into the samples
+    (added when ``add``). ``buf[tmp_at:]`` holds one transpose block. (One function, one
+    transpose: each inlined transpose or extra function costs compile time.)"""
+    nv = simd.lanes(buf)
     hw = h * w
     identity = cstride == hw and wp == w and ph == 0 and pw == 0
-    zero = dst.dtype.type(0.0)
+    zero = buf.dtype.type(0.0)
     for f0 in range(0, count, nv):
         full = f0 + nv <= count and m == nv
-        if full and identity:
-            simd.transpose(src, at + f0, ld, dst, dst_at + f0 * nv, nv)
-            continue
-        if full:
-            simd.transpose(src, at + f0, ld, dst, tmp_at, nv)
-        c = f0 // hw
-        i = (f0 - c * hw) // w
-        j = f0 - c * hw - i * w
-        for u in range(min(nv, count - f0)):
-            d = dst_at + (c * cstride + (i + ph) * wp + j + pw) * nv
-            if full:
-                simd.store(dst, d, simd.load(dst, tmp_at + u * nv))
-            else:
-                for t in range(nv):
-                    dst[d + t] = src[at + t * ld + f0 + u] if t < m else zero
-            j += 1
-            if j == w:
-                j = 0
-                i += 1
-                if i == h:
-                    i = 0
-                    c += 1
-
-
-@jit
-def from_lanes(src, src_at, h, w, cstride, wp, ph, pw, dst, at, ld, m, count, add, tmp_at):
-    """The adjoint of :func:`to_lanes`: lane t of ``src[src_at + (c*cstride + (i + ph)*wp + j +
-    pw)*lanes:]`` into (``add``: added to) ``dst[at + t*ld + f]`` for t < m, f < count;
-    ``src[tmp_at:]`` holds one transpose block."""
-    nv = simd.lanes(src)
-    hw = h * w
-    identity = cstride == hw and wp == w and ph == 0 and pw == 0
-    for f0 in range(0, count, nv):
-        full = f0 + nv <= count and m == nv
-        if full and identity:
-            if add:
-                simd.transpose_add(src, src_at + f0 * nv, nv, dst, at + f0, ld)
-            else:
-                simd.transpose(src, src_at + f0 * nv, nv, dst, at + f0, ld)
-            continue
-        c = f0 // hw
-        i = (f0 - c * hw) // w
-        j = f0 - c * hw - i * w
-        for u in range(min(nv, count - f0)):
-            s = src_at + (c * cstride + (i + ph) * wp + j + pw) * nv
-            if full:
-                simd.store(src, tmp_at + u * nv, simd.load(src, s))
-            else:
-                for t in range(m):
-                    if add:
-                        dst[at + t * ld + f0 + u] += src[s + t]
-                    else:
-                        dst[at + t * ld + f0 + u] = src[s + t]
-            j += 1
-            if j == w:
-                j = 0
-                i += 1
-                if i == h:
-                    i = 0
-                    c += 1
-        if full:
-            if add:
-                simd.transpose_add(src, tmp_at, nv, dst, at + f0, ld)
-            else:
-                simd.transpose(src, tmp_at, nv, dst, at + f0, ld)
+        block = buf_at + f0 * nv if full and identity else tmp_at
+        if full and into:
+            simd.transpose(arr, at + f0, ld, buf, block, nv, False)
+        if not (full and identity):
+            c = f0 // hw
+            i = (f0 - c * hw) // w
+            j = f0 - c * hw - i * w
+            for u in range(min(nv, count - f0)):
+                d = buf_at + (c * cstride + (i + ph) * wp + j + pw) * nv
+                if full and into:
+                    simd.store(buf, d, simd.load(buf, tmp_at + u * nv))
+                elif full:
+                    simd.store(buf, tmp_at + u * nv, simd.load(buf, d))
+                elif into:
+                    for t in range(nv):
+                        buf[d + t] = arr[at + t * ld + f0 + u] if t < m else zero
+                else:
+                    for t in range(m):
+                        e = at + t * ld + f0 + u
+                        arr[e] = arr[e] + buf[d + t] if add else buf[d + t]
+                j += 1
+                if j == w:
+                    j = 0
+                    i += 1
+                    if i == h:
+                        i = 0
+                        c += 1
+        if full and not into:
+            simd.transpose(buf, block, nv, arr, at + f0, ld, add)
 
 
 @jit
@@ -250,28 +201,36 @@ def lanes_forward(w, w_at, k, og, xs, x_at, taps, pos, pq, b, b_at, has_bias, ys
             q1 = min(j0 + 1, last) * nv
             q2 = min(j0 + 2, last) * nv
             q3 = min(j0 + 3, last) * nv
-            _store4(ys, y_at + r0 * pq * nv, q0, q1, q2, q3, c00, c01, c02, c03)
-            _store4(ys, y_at + r1 * pq * nv, q0, q1, q2, q3, c10, c11, c12, c13)
-            _store4(ys, y_at + r2 * pq * nv, q0, q1, q2, q3, c20, c21, c22, c23)
-            _store4(ys, y_at + r3 * pq * nv, q0, q1, q2, q3, c30, c31, c32, c33)
-            _store4(ys, y_at + r4 * pq * nv, q0, q1, q2, q3, c40, c41, c42, c43)
-            _store4(ys, y_at + r5 * pq * nv, q0, q1, q2, q3, c50, c51, c52, c53)
-
-
-@jit(inline="always")
-def _store4(out, at, q0, q1, q2, q3, v0, v1, v2, v3):
-    simd.store(out, at + q0, v0)
-    simd.store(out, at + q1, v1)
-    simd.store(out, at + q2, v2)
-    simd.store(out, at + q3, v3)
-
-
-@jit(inline="always")
-def _add4(out, at, q0, q1, q2, q3, v0, v1, v2, v3):
-    simd.store(out, at + q0, simd.add(simd.load(out, at + q0), v0))
-    simd.store(out, at + q1, simd.add(simd.load(out, at + q1), v1))
-    simd.store(out, at + q2, simd.add(simd.load(out, at + q2), v2))
-    simd.store(out, at + q3, simd.add(simd.load(out, at + q3), v3))
+            at = y_at + r0 * pq * nv
+            simd.store(ys, at + q0, c00)
+            simd.store(ys, at + q1, c01)
+            simd.store(ys, at + q2, c02)
+            simd.store(ys, at + q3, c03)
+            at = y_at + r1 * pq * nv
+            simd.store(ys, at + q0, c10)
+            simd.store(ys, at + q1, c11)
+            simd.store(ys, at + q2, c12)
+            simd.store(ys, at + q3, c13)
+            at = y_at + r2 * pq * nv
+            simd.store(ys, at + q0, c20)
+            simd.store(ys, at + q1, c21)
+            simd.store(ys, at + q2, c22)
+            simd.store(ys, at + q3, c23)
+            at = y_at + r3 * pq * nv
+            simd.store(ys, at + q0, c30)
+            simd.store(ys, at + q1, c31)
+            simd.store(ys, at + q2, c32)
+            simd.store(ys, at + q3, c33)
+            at = y_at + r4 * pq * nv
+            simd.store(ys, at + q0, c40)
+            simd.store(ys, at + q1, c41)
+            simd.store(ys, at + q2, c42)
+            simd.store(ys, at + q3, c43)
+            at = y_at + r5 * pq * nv
+            simd.store(ys, at + q0, c50)
+            simd.store(ys, at + q1, c51)
+            simd.store(ys, at + q2, c52)
+            simd.store(ys, at + q3, c53)
 
 
 @jit
@@ -335,12 +294,36 @@ def lanes_weight_gradient(dys, dy_at, ldy, og, xs, x_at, taps, k, pos, pq, sums,
                 c53 = simd.fma(g, x3, c53)
             at = sums_at + (o0 * ldk + k0) * nv
             row = ldk * nv
-            _add4(sums, at, 0, nv, 2 * nv, 3 * nv, c00, c01, c02, c03)
-            _add4(sums, at + row, 0, nv, 2 * nv, 3 * nv, c10, c11, c12, c13)
-            _add4(sums, at + 2 * row, 0, nv, 2 * nv, 3 * nv, c20, c21, c22, c23)
-            _add4(sums, at + 3 * row, 0, nv, 2 * nv, 3 * nv, c30, c31, c32, c33)
-            _add4(sums, at + 4 * row, 0, nv, 2 * nv, 3 * nv, c40, c41, c42, c43)
-            _add4(sums, at + 5 * row, 0, nv, 2 * nv, 3 * nv, c50, c51, c52, c53)
+            a = at
+            simd.store(sums, a, simd.add(simd.load(sums, a), c00))
+            simd.store(sums, a + nv, simd.add(simd.load(sums, a + nv), c01))
+            simd.store(sums, a + 2 * nv, simd.add(simd.load(sums, a + 2 * nv), c02))
+            simd.store(sums, a + 3 * nv, simd.add(simd.load(sums, a + 3 * nv), c03))
+            a = at + row
+            simd.store(sums, a, simd.add(simd.load(sums, a), c10))
+            simd.store(sums, a + nv, simd.add(simd.load(sums, a + nv), c11))
+            simd.store(sums, a + 2 * nv, simd.add(simd.load(sums, a + 2 * nv), c12))
+            simd.store(sums, a + 3 * nv, simd.add(simd.load(sums, a + 3 * nv), c13))
+            a = at + 2 * row
+            simd.store(sums, a, simd.add(simd.load(sums, a), c20))
+            simd.store(sums, a + nv, simd.add(simd.load(sums, a + nv), c21))
+            simd.store(sums, a + 2 * nv, simd.add(simd.load(sums, a + 2 * nv), c22))
+            simd.store(sums, a + 3 * nv, simd.add(simd.load(sums, a + 3 * nv), c23))
+            a = at + 3 * row
+            simd.store(sums, a, simd.add(simd.load(sums, a), c30))
+            simd.store(sums, a + nv, simd.add(simd.load(sums, a + nv), c31))
+            simd.store(sums, a + 2 * nv, simd.add(simd.load(sums, a + 2 * nv), c32))
+            simd.store(sums, a + 3 * nv, simd.add(simd.load(sums, a + 3 * nv), c33))
+            a = at + 4 * row
+            simd.store(sums, a, simd.add(simd.load(sums, a), c40))
+            simd.store(sums, a + nv, simd.add(simd.load(sums, a + nv), c41))
+            simd.store(sums, a + 2 * nv, simd.add(simd.load(sums, a + 2 * nv), c42))
+            simd.store(sums, a + 3 * nv, simd.add(simd.load(sums, a + 3 * nv), c43))
+            a = at + 5 * row
+            simd.store(sums, a, simd.add(simd.load(sums, a), c50))
+            simd.store(sums, a + nv, simd.add(simd.load(sums, a + nv), c51))
+            simd.store(sums, a + 2 * nv, simd.add(simd.load(sums, a + 2 * nv), c52))
+            simd.store(sums, a + 3 * nv, simd.add(simd.load(sums, a + 3 * nv), c53))
 
 
 @jit
@@ -405,12 +388,36 @@ def lanes_input_gradient(wt, wt_at, og, k, dys, dy_at, ldy, taps, pos, pq, dxs, 
                 c51 = simd.fma(v, g1, c51)
                 c52 = simd.fma(v, g2, c52)
                 c53 = simd.fma(v, g3, c53)
-            _add4(dxs, taps[k0 + 0], p0, p1, p2, p3, c00, c01, c02, c03)
-            _add4(dxs, taps[k0 + 1], p0, p1, p2, p3, c10, c11, c12, c13)
-            _add4(dxs, taps[k0 + 2], p0, p1, p2, p3, c20, c21, c22, c23)
-            _add4(dxs, taps[k0 + 3], p0, p1, p2, p3, c30, c31, c32, c33)
-            _add4(dxs, taps[k0 + 4], p0, p1, p2, p3, c40, c41, c42, c43)
-            _add4(dxs, taps[k0 + 5], p0, p1, p2, p3, c50, c51, c52, c53)
+            t = taps[k0 + 0]
+            simd.store(dxs, t + p0, simd.add(simd.load(dxs, t + p0), c00))
+            simd.store(dxs, t + p1, simd.add(simd.load(dxs, t + p1), c01))
+            simd.store(dxs, t + p2, simd.add(simd.load(dxs, t + p2), c02))
+            simd.store(dxs, t + p3, simd.add(simd.load(dxs, t + p3), c03))
+            t = taps[k0 + 1]
+            simd.store(dxs, t + p0, simd.add(simd.load(dxs, t + p0), c10))
+            simd.store(dxs, t + p1, simd.add(simd.load(dxs, t + p1), c11))
+            simd.store(dxs, t + p2, simd.add(simd.load(dxs, t + p2), c12))
+            simd.store(dxs, t + p3, simd.add(simd.load(dxs, t + p3), c13))
+            t = taps[k0 + 2]
+            simd.store(dxs, t + p0, simd.add(simd.load(dxs, t + p0), c20))
+            simd.store(dxs, t + p1, simd.add(simd.load(dxs, t + p1), c21))
+            simd.store(dxs, t + p2, simd.add(simd.load(dxs, t + p2), c22))
+            simd.store(dxs, t + p3, simd.add(simd.load(dxs, t + p3), c23))
+            t = taps[k0 + 3]
+            simd.store(dxs, t + p0, simd.add(simd.load(dxs, t + p0), c30))
+            simd.store(dxs, t + p1, simd.add(simd.load(dxs, t + p1), c31))
+            simd.store(dxs, t + p2, simd.add(simd.load(dxs, t + p2), c32))
+            simd.store(dxs, t + p3, simd.add(simd.load(dxs, t + p3), c33))
+            t = taps[k0 + 4]
+            simd.store(dxs, t + p0, simd.add(simd.load(dxs, t + p0), c40))
+            simd.store(dxs, t + p1, simd.add(simd.load(dxs, t + p1), c41))
+            simd.store(dxs, t + p2, simd.add(simd.load(dxs, t + p2), c42))
+            simd.store(dxs, t + p3, simd.add(simd.load(dxs, t + p3), c43))
+            t = taps[k0 + 5]
+            simd.store(dxs, t + p0, simd.add(simd.load(dxs, t + p0), c50))
+            simd.store(dxs, t + p1, simd.add(simd.load(dxs, t + p1), c51))
+            simd.store(dxs, t + p2, simd.add(simd.load(dxs, t + p2), c52))
+            simd.store(dxs, t + p3, simd.add(simd.load(dxs, t + p3), c53))
 
 
 @jit
@@ -422,13 +429,17 @@ def forward(x, w, b, y, has_bias, c, h, ww, o, kh, kw, ph, pw, dh, dw, groups, o
     og = o // groups
     k = cg * kh * kw
     pq = oh * ow
-    hp, wp, frames, _, _, _ = lanes_layout(cg, og, kh, kw, dh, dw, oh, ow, nv)
+    hp = oh + (kh - 1) * dh
+    wp = ow + (kw - 1) * dw
     at = simd.align_offset(scratch, 0)
-    y_at = at + frames
+    y_at = at + cg * hp * wp * nv
     tmp_at = y_at + og * pq * nv
-    if scratch.shape[0] < tmp_at + nv * nv + k + ROWS + 2 * COLS + pq:
+    tab_at = tmp_at + nv * nv
+    if scratch.shape[0] < tab_at + k + ROWS + 2 * COLS + pq:
         raise IndexError("conv2d: scratch too small for the lanes kernels")
-    taps, pos, _ = _tables(scratch, tmp_at + nv * nv, k, kh, kw, dh, dw, hp, wp, oh, ow, nv)
+    taps = int_view1d(scratch, tab_at, k + ROWS + COLS)
+    pos = int_view1d(scratch, tab_at + k + ROWS + COLS, pq + COLS)
+    offsets(taps, pos, k, kh, kw, dh, dw, hp, wp, oh, ow, nv)
     zero = y.dtype.type(0.0)
     if hp * wp != h * ww:  # the frames' padding, never written after
         for t in range(at, y_at):
@@ -437,34 +448,40 @@ def forward(x, w, b, y, has_bias, c, h, ww, o, kh, kw, ph, pw, dh, dw, groups, o
     for i0 in range(0, n, nv):
         m = min(nv, n - i0)
         for g in range(groups):
-            to_lanes(x, i0 * c * h * ww + g * cg * h * ww, c * h * ww, m, cg * h * ww, h, ww,
-                     hp * wp, wp, ph, pw, scratch, at, tmp_at)
+            exchange(x, (i0 * c + g * cg) * h * ww, c * h * ww, m, cg * h * ww, h, ww, hp * wp,
+                     wp, ph, pw, scratch, at, tmp_at, True, False)
             lanes_forward(w, g * og * k, k, og, scratch, at, taps, pos, pq, b, g * og, has_bias,
                           scratch, y_at)
-            from_lanes(scratch, y_at, oh, ow, pq, ow, 0, 0, y, (i0 * o + g * og) * pq, o * pq,
-                       m, og * pq, False, tmp_at)
+            exchange(y, (i0 * o + g * og) * pq, o * pq, m, og * pq, oh, ow, pq, ow, 0, 0,
+                     scratch, y_at, tmp_at, False, False)
 
 
 @jit
-def backward(x, w, dy, dx, dwt, need_x, need_w, c, h, ww, o, kh, kw, ph, pw, dh, dw, groups, oh,
-             ow, scratch):
-    """dx += and dwt += the gradients of :func:`forward` (each when needed)."""
+def backward(x, w, dy, dx, dwt, db, need_x, need_w, need_b, c, h, ww, o, kh, kw, ph, pw, dh, dw,
+             groups, oh, ow, scratch):
+    """dx +=, dwt += and db += the gradients of :func:`forward` (each when needed)."""
     nv = simd.lanes(dy)
     cg = c // groups
     og = o // groups
     k = cg * kh * kw
     pq = oh * ow
-    hp, wp, frames, pqp, grads, sums = lanes_layout(cg, og, kh, kw, dh, dw, oh, ow, nv)
-    ldk = _round_up(k, COLS)
+    hp = oh + (kh - 1) * dh
+    wp = ow + (kw - 1) * dw
+    frames = cg * hp * wp * nv
+    pqp = (pq + COLS - 1) // COLS * COLS
+    ldk = (k + COLS - 1) // COLS * COLS
     x_at = simd.align_offset(scratch, 0)
     dy_at = x_at + frames
-    dx_at = dy_at + grads
+    dx_at = dy_at + og * pqp * nv
     sums_at = dx_at + frames
-    wt_at = sums_at + sums
+    wt_at = sums_at + (og + ROWS - 1) // ROWS * ROWS * ldk * nv
     tmp_at = wt_at + (k + 1) * og
-    if scratch.shape[0] < tmp_at + nv * nv + k + ROWS + 2 * COLS + pq:
+    tab_at = tmp_at + nv * nv
+    if scratch.shape[0] < tab_at + k + ROWS + 2 * COLS + pq:
         raise IndexError("conv2d: scratch too small for the lanes kernels")
-    taps, pos, _ = _tables(scratch, tmp_at + nv * nv, k, kh, kw, dh, dw, hp, wp, oh, ow, nv)
+    taps = int_view1d(scratch, tab_at, k + ROWS + COLS)
+    pos = int_view1d(scratch, tab_at + k + ROWS + COLS, pq + COLS)
+    offsets(taps, pos, k, kh, kw, dh, dw, hp, wp, oh, ow, nv)
     zero = dy.dtype.type(0.0)
     if need_w and hp * wp != h * ww:  # the frames' padding, never written after
         for t in range(x_at, dy_at):
@@ -482,11 +499,17 @@ def backward(x, w, dy, dx, dwt, need_x, need_w, c, h, ww, o, kh, kw, ph, pw, dh,
                     scratch[wt_at + kk * og + oc] = w[(g * og + oc) * k + kk]
         for i0 in range(0, n, nv):
             m = min(nv, n - i0)
-            to_lanes(dy, (i0 * o + g * og) * pq, o * pq, m, og * pq, oh, ow, pqp, ow, 0, 0,
-                     scratch, dy_at, tmp_at)
+            exchange(dy, (i0 * o + g * og) * pq, o * pq, m, og * pq, oh, ow, pqp, ow, 0, 0,
+                     scratch, dy_at, tmp_at, True, False)
+            if need_b:  # (the lanes past the samples are zeros)
+                for oc in range(og):
+                    total = simd.zeros(scratch)
+                    for j in range(pq):
+                        total = simd.add(total, simd.load(scratch, dy_at + (oc * pqp + j) * nv))
+                    db[g * og + oc] += simd.total(total)
             if need_w:
-                to_lanes(x, (i0 * c + g * cg) * h * ww, c * h * ww, m, cg * h * ww, h, ww,
-                         hp * wp, wp, ph, pw, scratch, x_at, tmp_at)
+                exchange(x, (i0 * c + g * cg) * h * ww, c * h * ww, m, cg * h * ww, h, ww,
+                         hp * wp, wp, ph, pw, scratch, x_at, tmp_at, True, False)
                 lanes_weight_gradient(scratch, dy_at, pqp, og, scratch, x_at, taps, k, pos, pq,
                                       scratch, sums_at, ldk)
             if need_x:
@@ -494,8 +517,8 @@ def backward(x, w, dy, dx, dwt, need_x, need_w, c, h, ww, o, kh, kw, ph, pw, dh,
                     scratch[t] = zero
                 lanes_input_gradient(scratch, wt_at, og, k, scratch, dy_at, pqp, taps, pos, pq,
                                      scratch, dx_at)
-                from_lanes(scratch, dx_at, h, ww, hp * wp, wp, ph, pw, dx, (i0 * c + g * cg) * h
-                           * ww, c * h * ww, m, cg * h * ww, True, tmp_at)
+                exchange(dx, (i0 * c + g * cg) * h * ww, c * h * ww, m, cg * h * ww, h, ww,
+                         hp * wp, wp, ph, pw, scratch, dx_at, tmp_at, False, True)
         if need_w:  # the group's lanes summed into dwt, the sums zeroed for the next group
             for oc in range(og):
                 for kk in range(k):

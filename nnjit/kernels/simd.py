@@ -174,72 +174,51 @@ def total(typingctx, a):
     return a.dtype(a), codegen
 
 
-def _transpose_codegen(accumulate):
-    def codegen(context, builder, sig, args):
-        src_t, _, _, dst_t = sig.args[:4]
-        src, src_at, src_ld, dst, dst_at, dst_ld = args
-        vty = Vector(src_t.dtype)
-        n, lt = vty.lanes, context.get_value_type(vty)
-        align = src_t.dtype.bitwidth // 8
-        idx = types.intp
+@intrinsic
+def transpose(typingctx, src, src_at, src_ld, dst, dst_at, dst_ld, add):
+    """A lanes x lanes block transposed: ``dst[dst_at + l*dst_ld + i] = src[src_at + i*src_ld +
+    l]`` (``+=`` when ``add``) for i, l < lanes: rows loaded whole, then log2(lanes) rounds of
+    shuffles, a few instructions per vector instead of a load and a store per element."""
+    if not (_float_array(src) and _float_array(dst) and src.dtype == dst.dtype
+            and all(isinstance(t, types.Integer) for t in (src_at, src_ld, dst_at, dst_ld))
+            and isinstance(add, types.Boolean)):
+        return None
+    sig = types.void(src, src_at, src_ld, dst, dst_at, dst_ld, add)
 
-        def pointer(array_type, array, at, ld, i, k):
-            at = context.cast(builder, at, sig.args[k], idx)
-            ld = context.cast(builder, ld, sig.args[k + 1], idx)
-            row = builder.add(at, builder.mul(ld, context.get_constant(idx, i)))
-            p = _element_pointer(context, builder, array_type, array, idx, row)
+    def codegen(context, builder, sig, args):
+        vty = Vector(src.dtype)
+        n, lt = vty.lanes, context.get_value_type(vty)
+        align = src.dtype.bitwidth // 8
+
+        def pointer(k, i):
+            at = context.cast(builder, args[k + 1], sig.args[k + 1], types.intp)
+            ld = context.cast(builder, args[k + 2], sig.args[k + 2], types.intp)
+            row = builder.add(at, builder.mul(ld, context.get_constant(types.intp, i)))
+            p = _element_pointer(context, builder, sig.args[k], args[k], types.intp, row)
             return builder.bitcast(p, lt.as_pointer())
 
-        rows = [builder.load(pointer(src_t, src, src_at, src_ld, i, 1), align=align)
-                for i in range(n)]
-        # stage d swaps bit d of the row index with bit d of the lane index: after every bit,
+        rows = [builder.load(pointer(0, i), align=align) for i in range(n)]
+        # round d swaps bit d of the row index with bit d of the lane index: after every bit,
         # row i lane l holds what row l lane i held
         d = n // 2
         while d:
             out = list(rows)
             for i in range(n):
-                if i & d:
-                    continue
-                lo = [lane if lane & d == 0 else n + lane - d for lane in range(n)]
-                hi = [lane + d if lane & d == 0 else n + lane for lane in range(n)]
-                mask = lambda m: ir.Constant(ir.VectorType(ir.IntType(32), n), m)  # noqa: E731
-                out[i] = builder.shuffle_vector(rows[i], rows[i + d], mask(lo))
-                out[i + d] = builder.shuffle_vector(rows[i], rows[i + d], mask(hi))
+                if i & d == 0:
+                    lo = [lane if lane & d == 0 else n + lane - d for lane in range(n)]
+                    hi = [lane + d if lane & d == 0 else n + lane for lane in range(n)]
+                    mask = [ir.Constant(ir.VectorType(ir.IntType(32), n), m) for m in (lo, hi)]
+                    out[i] = builder.shuffle_vector(rows[i], rows[i + d], mask[0])
+                    out[i + d] = builder.shuffle_vector(rows[i], rows[i + d], mask[1])
             rows = out
             d //= 2
         for i, v in enumerate(rows):
-            p = pointer(dst_t, dst, dst_at, dst_ld, i, 4)
-            if accumulate:
-                v = builder.fadd(builder.load(p, align=align), v)
-            builder.store(v, p, align=align)
+            p = pointer(3, i)
+            old = builder.load(p, align=align)
+            builder.store(builder.select(args[6], builder.fadd(old, v), v), p, align=align)
         return context.get_dummy_value()
 
-    return codegen
-
-
-def _transpose_signature(src, src_at, src_ld, dst, dst_at, dst_ld):
-    if not (_float_array(src) and _float_array(dst) and src.dtype == dst.dtype):
-        return None
-    ints = (src_at, src_ld, dst_at, dst_ld)
-    if not all(isinstance(t, types.Integer) for t in ints):
-        return None
-    return types.void(src, src_at, src_ld, dst, dst_at, dst_ld)
-
-
-@intrinsic
-def transpose(typingctx, src, src_at, src_ld, dst, dst_at, dst_ld):
-    """A lanes x lanes block transposed: ``dst[dst_at + l*dst_ld + i] = src[src_at + i*src_ld +
-    l]`` for i, l < lanes (rows loaded whole, then log2(lanes) rounds of shuffles: a few
-    instructions per vector instead of a scalar load and store per element)."""
-    sig = _transpose_signature(src, src_at, src_ld, dst, dst_at, dst_ld)
-    return (sig, _transpose_codegen(False)) if sig is not None else None
-
-
-@intrinsic
-def transpose_add(typingctx, src, src_at, src_ld, dst, dst_at, dst_ld):
-    """:func:`transpose`, added to ``dst`` instead of stored."""
-    sig = _transpose_signature(src, src_at, src_ld, dst, dst_at, dst_ld)
-    return (sig, _transpose_codegen(True)) if sig is not None else None
+    return sig, codegen
 
 
 @intrinsic

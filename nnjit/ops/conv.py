@@ -49,6 +49,8 @@ _ACC_B = ACCUMULATE[1]
 _ACC_C = ACCUMULATE[2]
 FIRST_OPCODE = 80
 _CONV2D = FIRST_OPCODE
+#: the conv_lanes family's opcode (nnjit/ops/conv_lanes.py): "lanes" layers record it
+LANES_OPCODE = 150
 
 ALGORITHMS = {"vector": kc.ALGO_VECTOR, "im2col": kc.ALGO_IM2COL, "lanes": kc.ALGO_LANES}
 
@@ -196,7 +198,8 @@ def record_conv2d(x, w, b, out_channels: int, group_channels: int, kernel, strid
              kc.samples_for(group_channels, *kernel, oh, ow, og, *dilation, algo))
     scratch = kc.scratch_elements(group_channels, kernel[0], kernel[1], oh, ow, og, *stride,
                                   *dilation, algo)
-    return x.tape.record(_CONV2D, [x, w, b], x.rows, out_channels * oh * ow, block=block,
+    opcode = LANES_OPCODE if algo == kc.ALGO_LANES else _CONV2D
+    return x.tape.record(opcode, [x, w, b], x.rows, out_channels * oh * ow, block=block,
                          aux=(scratch,), out_dims=(out_channels, oh, ow))
 
 
@@ -225,9 +228,10 @@ def _reference(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algorith
     return out
 
 
-def _sample_geometry(draw, dims) -> OpGeometry:
+def _sample_geometry(draw, dims, lanes: bool = False) -> OpGeometry:
     """A consistent small case: groups, channels, kernel, stride, padding (ints, pairs, "same",
-    "valid"), dilation, image size, algorithm; B stays the signature's draw."""
+    "valid"), dilation, image size, algorithm ("im2col" or "vector"; ``lanes``: "lanes" at
+    stride 1, the conv_lanes family's op); B stays the signature's draw."""
     groups, cg, og = draw(1, 2), draw(1, 2), draw(1, 2)
     kernel = (draw(1, 3), draw(1, 3))
     dilation = (draw(1, 2), draw(1, 2))
@@ -235,7 +239,7 @@ def _sample_geometry(draw, dims) -> OpGeometry:
     if kind == 2:
         padding, stride = "same", (1, 1)
     else:
-        stride = (draw(1, 2), draw(1, 2))
+        stride = (1, 1) if lanes else (draw(1, 2), draw(1, 2))
         padding = ((draw(0, 2), draw(0, 2)) if kind == 1 else "valid" if kind == 3
                    else draw(0, 2))
     pt, pb, pl, pr = padding_of(padding, kernel, dilation, stride, "geometry")
@@ -244,7 +248,8 @@ def _sample_geometry(draw, dims) -> OpGeometry:
     oh = output_size(h, kernel[0], stride[0], pt, pb, dilation[0])
     ow = output_size(w, kernel[1], stride[1], pl, pr, dilation[1])
     c, o = groups * cg, groups * og
-    algorithms = ("im2col", "vector", "lanes") if stride == (1, 1) else ("im2col",)
+    algorithms = ("lanes",) if lanes else ("im2col", "vector") if stride == (1, 1) else (
+        "im2col",)
     hyper = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups,
              "algorithm": algorithms[draw(0, len(algorithms) - 1)]}
     return OpGeometry(

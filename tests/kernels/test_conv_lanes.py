@@ -14,10 +14,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nnjit.kernels import conv as kc
+from nnjit.kernels import conv_lanes as kl
 from nnjit.kernels import simd
 from nnjit.kernels._jit import jit
 from nnjit.ops.conv import _reference
 from tests.kernels.test_conv_vector import _block, _gradients, geometries
+
+
+def _geometry(hyper):
+    c, h, w, o, kh, kw, _, _, ph, pw, dh, dw, groups, oh, ow, _, _ = kc._geometry.py_func(hyper, 0)
+    return c, h, w, o, kh, kw, ph, pw, dh, dw, groups, oh, ow
+
+
+def _lanes_gradients(x, w, dy, hyper, scratch, dtype, accumulate):
+    dx = np.full(x.size, 0.5 if accumulate else 0.0, dtype)
+    dw = np.full(w.size, 0.25 if accumulate else 0.0, dtype)
+    db = np.full(int(hyper[kc.G_O]), 0.0, dtype)
+    kl.backward(x.astype(dtype), w.astype(dtype), dy.astype(dtype), dx, dw, db, True, True, True,
+                *_geometry(hyper), np.full(scratch, np.nan, dtype))
+    return dx, dw, db
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -33,26 +48,28 @@ def test_lanes_kernels_equal_the_reference(dtype, g, n, accumulate):
     weight = rng.standard_normal(o * (c // groups) * kernel[0] * kernel[1])
     bias = rng.standard_normal(o)
     y = np.full(n * o * oh * ow, np.nan, dtype)
-    kc.conv2d_forward(x.astype(dtype), weight.astype(dtype), bias.astype(dtype), y, True, hyper,
-                      0, np.full(scratch, np.nan, dtype))
+    kl.forward(x.astype(dtype), weight.astype(dtype), bias.astype(dtype), y, True,
+               *_geometry(hyper), np.full(scratch, np.nan, dtype))
     want = _reference(x.reshape(n, c, h, w), weight.reshape(o, c // groups, *kernel), bias, 1,
                       g["padding"], dilation, groups).ravel()
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(y, want, rtol=tol, atol=tol * np.abs(want).max())
 
     dy = rng.standard_normal(y.size)
-    dx, dw = _gradients(x, weight, dy, hyper, scratch, dtype, accumulate)
+    dx, dw, db = _lanes_gradients(x, weight, dy, hyper, scratch, dtype, accumulate)
     ref_hyper, ref_scratch, _ = _block(c, h, w, o, kernel, g["pads"], dilation, groups,
                                        kc.ALGO_IM2COL)
     want_dx, want_dw = _gradients(x, weight, dy, ref_hyper, ref_scratch, np.float64, accumulate)
     np.testing.assert_allclose(dx, want_dx, rtol=tol, atol=tol * np.abs(want_dx).max())
     np.testing.assert_allclose(dw, want_dw, rtol=tol, atol=tol * np.abs(want_dw).max())
+    want_db = dy.reshape(n, o, -1).sum(axis=(0, 2))
+    np.testing.assert_allclose(db, want_db, rtol=tol, atol=tol * np.abs(want_db).max())
 
 
 @jit
 def _transposes(a, b, c):
-    simd.transpose(a, 3, 21, b, 5, 19)
-    simd.transpose_add(a, 3, 21, c, 5, 19)
+    simd.transpose(a, 3, 21, b, 5, 19, False)
+    simd.transpose(a, 3, 21, c, 5, 19, True)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
