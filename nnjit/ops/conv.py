@@ -13,6 +13,12 @@ zero-padded frames), faster than im2col + OpenBLAS at every stride-1 shape measu
 forward and weight gradient; one exception, the input gradient of a layer with fewer than 8
 input channels, LeNet's second, 0.64 against 0.35 ms, where the other directions win more;
 docs/performance.md).
+Small stride-1 layers (at most 16 channels in and out per group, a group of samples' frames
+and output within 8192 values per lane: LeNet-5's two) run the "lanes" kernels instead
+(:mod:`nnjit.kernels.conv_lanes`: the samples in the vector lanes, every product exact; LeNet's
+layers 1.4-2.1x faster than "vector" in each direction, docs/performance.md); those layers
+record CONV2D_LANES, the op of the conv_lanes family (:mod:`nnjit.ops.conv_lanes`), so a model
+compiles the kernels of the algorithms it uses only.
 Strided convolutions run im2col + BLAS GEMM, with the columns of several small images side by
 side so each product has up to 2048 columns (:func:`nnjit.kernels.conv.samples_per_product`).
 The direct loops (``algorithm="direct"`` until issue 22) were slower than im2col at every shape
