@@ -4,8 +4,11 @@ A sample's row holds its image ``(C, H, W)`` row-major, the weight is PyTorch's
 ``(O, C/groups, KH, KW)`` laid out flat, a sample's output row is ``(O, OH, OW)``. The op's
 geometry comes from the hyper table (``hyper[h + G_...]``, see :mod:`nnjit.ops.conv`).
 
-Two algorithms; the recorder picks one per shape (:func:`nnjit.ops.conv.choose_algorithm`):
+Three algorithms; the recorder picks one per shape (:func:`nnjit.ops.conv.choose_algorithm`):
 
+* **lanes** (``ALGO_LANES``, stride 1, few channels): the samples in the vector lanes, every
+  product exact (:mod:`nnjit.kernels.conv_lanes`; an op family of its own, the ``conv_lanes``
+  family, so that a model compiles only the algorithms its layers use).
 * **vector** (``ALGO_VECTOR``, stride 1): register-blocked products over shifted zero-padded
   frames, no column matrix and no BLAS (:mod:`nnjit.kernels.conv_vector`).
 * **im2col + GEMM** (``ALGO_IM2COL``): per group, the receptive fields of a few samples are
@@ -22,6 +25,7 @@ of the scratch span only.
 
 import numpy as np
 
+from nnjit.kernels import conv_lanes as kl
 from nnjit.kernels import conv_vector as kv
 from nnjit.kernels._jit import jit
 from nnjit.kernels.views import view1d, view2d
@@ -30,7 +34,7 @@ from nnjit.kernels.views import view1d, view2d
 (G_C, G_H, G_W, G_O, G_KH, G_KW, G_SH, G_SW, G_PH, G_PW, G_DH, G_DW, G_GROUPS, G_OH, G_OW,
  G_ALGO, G_SAMPLES) = range(17)
 BLOCK_SIZE = 17
-ALGO_IM2COL, ALGO_VECTOR = 0, 2  # (1 was the direct loops, removed)
+ALGO_IM2COL, ALGO_VECTOR, ALGO_LANES = 0, 2, 3  # (1 was the direct loops, removed)
 # im2col puts the columns of several samples side by side until a product has about this many
 # columns: BLAS runs far below its peak on one small image's (16 x 150 x 100 for LeNet's conv2)
 PRODUCT_COLUMNS = 2048
@@ -158,6 +162,8 @@ def samples_for(cg, kh, kw, oh, ow, og, dh, dw, algo):
     scratch for exactly this many."""
     if algo == ALGO_VECTOR:
         return kv.samples_per_gradient(cg, og, kh, kw, dh, dw, oh, ow)
+    if algo == ALGO_LANES:
+        return kl.MAX_LANES
     return samples_per_product(oh, ow, cg * kh * kw, og)
 
 
@@ -166,6 +172,8 @@ def scratch_elements(cg, kh, kw, oh, ow, og, sh, sw, dh, dw, algo):
     :func:`samples_per_product` samples: two column matrices (the input gradient's is the
     second), one output or output-gradient block and one weight gradient; the vector kernels:
     :func:`nnjit.kernels.conv_vector.scratch_elements`."""
+    if algo == ALGO_LANES:
+        return kl.scratch_elements(cg, og, kh, kw, dh, dw, oh, ow)
     k = cg * kh * kw
     m = samples_per_product(oh, ow, k, og)
     cols = m * oh * ow

@@ -172,3 +172,69 @@ def total(typingctx, a):
         return builder.extract_element(v, ir.Constant(ir.IntType(32), 0))
 
     return a.dtype(a), codegen
+
+
+@intrinsic
+def transpose(typingctx, src, src_at, src_ld, dst, dst_at, dst_ld, add):
+    """A lanes x lanes block transposed: ``dst[dst_at + l*dst_ld + i] = src[src_at + i*src_ld +
+    l]`` (``+=`` when ``add``) for i, l < lanes: rows loaded whole, then log2(lanes) rounds of
+    shuffles, a few instructions per vector instead of a load and a store per element."""
+    if not (_float_array(src) and _float_array(dst) and src.dtype == dst.dtype
+            and all(isinstance(t, types.Integer) for t in (src_at, src_ld, dst_at, dst_ld))
+            and isinstance(add, types.Boolean)):
+        return None
+    sig = types.void(src, src_at, src_ld, dst, dst_at, dst_ld, add)
+
+    def codegen(context, builder, sig, args):
+        vty = Vector(src.dtype)
+        n, lt = vty.lanes, context.get_value_type(vty)
+        align = src.dtype.bitwidth // 8
+
+        def pointer(k, i):
+            at = context.cast(builder, args[k + 1], sig.args[k + 1], types.intp)
+            ld = context.cast(builder, args[k + 2], sig.args[k + 2], types.intp)
+            row = builder.add(at, builder.mul(ld, context.get_constant(types.intp, i)))
+            p = _element_pointer(context, builder, sig.args[k], args[k], types.intp, row)
+            return builder.bitcast(p, lt.as_pointer())
+
+        rows = [builder.load(pointer(0, i), align=align) for i in range(n)]
+        # round d swaps bit d of the row index with bit d of the lane index: after every bit,
+        # row i lane l holds what row l lane i held
+        d = n // 2
+        while d:
+            out = list(rows)
+            for i in range(n):
+                if i & d == 0:
+                    lo = [lane if lane & d == 0 else n + lane - d for lane in range(n)]
+                    hi = [lane + d if lane & d == 0 else n + lane for lane in range(n)]
+                    mask = [ir.Constant(ir.VectorType(ir.IntType(32), n), m) for m in (lo, hi)]
+                    out[i] = builder.shuffle_vector(rows[i], rows[i + d], mask[0])
+                    out[i + d] = builder.shuffle_vector(rows[i], rows[i + d], mask[1])
+            rows = out
+            d //= 2
+        for i, v in enumerate(rows):
+            p = pointer(3, i)
+            old = builder.load(p, align=align)
+            builder.store(builder.select(args[6], builder.fadd(old, v), v), p, align=align)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def align_offset(typingctx, arr, at):
+    """Elements to add to ``at`` so that ``arr[at + result]`` starts a 64-byte line (0 to
+    lanes - 1; the array's elements are aligned to their own size)."""
+    if not _float_array(arr):
+        return None
+
+    def codegen(context, builder, sig, args):
+        p = _element_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1])
+        size = arr.dtype.bitwidth // 8
+        i64 = ir.IntType(64)
+        rest = builder.and_(builder.ptrtoint(p, i64), ir.Constant(i64, VECTOR_BYTES - 1))
+        gap = builder.and_(builder.sub(ir.Constant(i64, VECTOR_BYTES), rest),
+                           ir.Constant(i64, VECTOR_BYTES - 1))
+        return builder.udiv(gap, ir.Constant(i64, size))
+
+    return types.int64(arr, at), codegen

@@ -13,6 +13,12 @@ zero-padded frames), faster than im2col + OpenBLAS at every stride-1 shape measu
 forward and weight gradient; one exception, the input gradient of a layer with fewer than 8
 input channels, LeNet's second, 0.64 against 0.35 ms, where the other directions win more;
 docs/performance.md).
+Small stride-1 layers (at most 16 channels in and out per group, a group of samples' frames
+and output within 8192 values per lane: LeNet-5's two) run the "lanes" kernels instead
+(:mod:`nnjit.kernels.conv_lanes`: the samples in the vector lanes, every product exact; LeNet's
+layers 1.4-2.1x faster than "vector" in each direction, docs/performance.md); those layers
+record CONV2D_LANES, the op of the conv_lanes family (:mod:`nnjit.ops.conv_lanes`), so a model
+compiles the kernels of the algorithms it uses only.
 Strided convolutions run im2col + BLAS GEMM, with the columns of several small images side by
 side so each product has up to 2048 columns (:func:`nnjit.kernels.conv.samples_per_product`).
 The direct loops (``algorithm="direct"`` until issue 22) were slower than im2col at every shape
@@ -49,14 +55,34 @@ _ACC_B = ACCUMULATE[1]
 _ACC_C = ACCUMULATE[2]
 FIRST_OPCODE = 80
 _CONV2D = FIRST_OPCODE
+#: the conv_lanes family's opcode (nnjit/ops/conv_lanes.py): "lanes" layers record it
+LANES_OPCODE = 150
 
-ALGORITHMS = {"vector": kc.ALGO_VECTOR, "im2col": kc.ALGO_IM2COL}
+ALGORITHMS = {"vector": kc.ALGO_VECTOR, "im2col": kc.ALGO_IM2COL, "lanes": kc.ALGO_LANES}
 
 
-def choose_algorithm(cg: int, kh: int, kw: int, og: int, stride=(1, 1)) -> str:
+#: "lanes" is chosen for layers with at most this many channels in and out per group ...
+LANES_CHANNELS = 16
+#: ... whose frames and output of one group of samples (per lane) fit in this many elements
+#: (LeNet's layers: 5728 and 2776; half of the L2 with 16 float32 lanes)
+LANES_ELEMENTS = 8192
+
+
+def choose_algorithm(cg: int, kh: int, kw: int, og: int, stride=(1, 1), out_size=None,
+                     dilation=(1, 1)) -> str:
     """The algorithm for a convolution with ``cg`` input and ``og`` output channels per group, a
-    ``kh x kw`` kernel and ``stride``: "vector" at stride 1, "im2col" otherwise (module doc)."""
-    return "vector" if tuple(stride) == (1, 1) else "im2col"
+    ``kh x kw`` kernel, ``stride`` and an ``out_size`` (OH, OW) output: "lanes" at stride 1
+    for few channels and small images (both within LANES_CHANNELS and LANES_ELEMENTS; the
+    output size must be given), "vector" at any other stride 1, "im2col" otherwise (module
+    doc)."""
+    if tuple(stride) != (1, 1):
+        return "im2col"
+    if out_size is not None and max(cg, og) <= LANES_CHANNELS:
+        oh, ow = out_size
+        frame = (oh + (kh - 1) * dilation[0]) * (ow + (kw - 1) * dilation[1])
+        if cg * frame + og * oh * ow <= LANES_ELEMENTS:
+            return "lanes"
+    return "vector"
 
 
 # -- arguments ----------------------------------------------------------------------------------
@@ -165,19 +191,21 @@ def record_conv2d(x, w, b, out_channels: int, group_channels: int, kernel, strid
                          f"would be {oh}x{ow}")
     og = out_channels // groups
     if algorithm is None:
-        algorithm = choose_algorithm(group_channels, kernel[0], kernel[1], og, stride)
+        algorithm = choose_algorithm(group_channels, kernel[0], kernel[1], og, stride, (oh, ow),
+                                     dilation)
     if algorithm not in ALGORITHMS:
         raise ValueError(f"{where}: algorithm must be one of {', '.join(ALGORITHMS)} or None, "
                          f"got {algorithm!r}")
-    if algorithm == "vector" and stride != (1, 1):
-        raise ValueError(f"{where}: algorithm 'vector' runs stride 1 only, got stride {stride}; "
-                         f"use 'im2col' or None")
+    if algorithm in ("vector", "lanes") and stride != (1, 1):
+        raise ValueError(f"{where}: algorithm {algorithm!r} runs stride 1 only, got stride "
+                         f"{stride}; use 'im2col' or None")
     algo = ALGORITHMS[algorithm]
     block = (c, h, wd, out_channels, *kernel, *stride, pt, pl, *dilation, groups, oh, ow, algo,
              kc.samples_for(group_channels, *kernel, oh, ow, og, *dilation, algo))
     scratch = kc.scratch_elements(group_channels, kernel[0], kernel[1], oh, ow, og, *stride,
                                   *dilation, algo)
-    return x.tape.record(_CONV2D, [x, w, b], x.rows, out_channels * oh * ow, block=block,
+    opcode = LANES_OPCODE if algo == kc.ALGO_LANES else _CONV2D
+    return x.tape.record(opcode, [x, w, b], x.rows, out_channels * oh * ow, block=block,
                          aux=(scratch,), out_dims=(out_channels, oh, ow))
 
 
@@ -206,9 +234,10 @@ def _reference(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algorith
     return out
 
 
-def _sample_geometry(draw, dims) -> OpGeometry:
+def _sample_geometry(draw, dims, lanes: bool = False) -> OpGeometry:
     """A consistent small case: groups, channels, kernel, stride, padding (ints, pairs, "same",
-    "valid"), dilation, image size, algorithm; B stays the signature's draw."""
+    "valid"), dilation, image size, algorithm ("im2col" or "vector"; ``lanes``: "lanes" at
+    stride 1, the conv_lanes family's op); B stays the signature's draw."""
     groups, cg, og = draw(1, 2), draw(1, 2), draw(1, 2)
     kernel = (draw(1, 3), draw(1, 3))
     dilation = (draw(1, 2), draw(1, 2))
@@ -216,7 +245,7 @@ def _sample_geometry(draw, dims) -> OpGeometry:
     if kind == 2:
         padding, stride = "same", (1, 1)
     else:
-        stride = (draw(1, 2), draw(1, 2))
+        stride = (1, 1) if lanes else (draw(1, 2), draw(1, 2))
         padding = ((draw(0, 2), draw(0, 2)) if kind == 1 else "valid" if kind == 3
                    else draw(0, 2))
     pt, pb, pl, pr = padding_of(padding, kernel, dilation, stride, "geometry")
@@ -225,7 +254,8 @@ def _sample_geometry(draw, dims) -> OpGeometry:
     oh = output_size(h, kernel[0], stride[0], pt, pb, dilation[0])
     ow = output_size(w, kernel[1], stride[1], pl, pr, dilation[1])
     c, o = groups * cg, groups * og
-    algorithms = ("im2col", "vector") if stride == (1, 1) else ("im2col",)
+    algorithms = ("lanes",) if lanes else ("im2col", "vector") if stride == (1, 1) else (
+        "im2col",)
     hyper = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups,
              "algorithm": algorithms[draw(0, len(algorithms) - 1)]}
     return OpGeometry(

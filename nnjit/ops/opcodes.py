@@ -26,7 +26,8 @@ from nnjit.graph.graph_data import (
     GRAPH_RAW,
 )
 from nnjit.ops import activations, dense, dropout, elementwise, graph, losses, python_op
-from nnjit.ops import conv, embedding, joining, normalization, pooling, recurrent, sparse
+from nnjit.ops import conv, conv_lanes, embedding, joining, normalization, pooling, recurrent
+from nnjit.ops import sparse
 from nnjit.ops.spec import OpSpec
 from nnjit.tape import tape as _tape
 from nnjit.tape.records import (
@@ -54,7 +55,7 @@ __all__ = [
 
 BUILTIN_FAMILIES = tuple(m.FAMILY for m in (dense, elementwise, activations, dropout, losses,
                                             python_op, graph, conv, pooling, normalization,
-                                            embedding, joining, recurrent, sparse))
+                                            embedding, joining, recurrent, sparse, conv_lanes))
 
 Opcode = IntEnum("Opcode", [(spec.name, op) for family in BUILTIN_FAMILIES
                             for op, spec in zip(family.block, family.specs)],

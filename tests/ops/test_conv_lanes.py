@@ -1,0 +1,69 @@
+"""CONV2D_LANES (the conv_lanes family: small stride-1 layers with the samples in the vector
+lanes) against PyTorch, float64: hypothesis-drawn geometries through the functional conv2d, and
+LeNet-5's two layers, which the recorder gives this algorithm, at a batch that is not a multiple
+of the lanes. The kernels' own checks: tests/kernels/test_conv_lanes.py; the registry's
+finite-difference check of the op: tests/ops/test_op_gradients.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nnjit as nn
+from nnjit.nn import Conv2d
+from nnjit.ops.conv import choose_algorithm
+from nnjit.ops.conv_lanes import SPECS
+from tests.ops.op_checker import hypothesis_draw
+from tests.ops.test_conv import F64, FunctionalConv, Image, _torch_gradients
+
+torch = pytest.importorskip("torch")
+torch.set_num_threads(1)
+
+
+def _check(x, w, b, hyper, rng):
+    model = FunctionalConv(x, w, b, **hyper)
+    trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
+    dummy = np.zeros((len(x), 1))
+    out = trainer.predict_outputs(dummy)
+    target = rng.normal(size=out.shape)
+    expected, expected_grads = _torch_gradients(x, w, b, hyper, target)
+    np.testing.assert_allclose(out, expected, **F64)
+    grads = trainer.gradients(dummy, target)
+    assert set(grads) == set(expected_grads)
+    for name, g in grads.items():
+        np.testing.assert_allclose(np.reshape(g, expected_grads[name].shape),
+                                   expected_grads[name], err_msg=name, **F64)
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same'")  # (torch's, about its own speed)
+@settings(max_examples=10, deadline=None)
+@given(data=st.data())
+def test_lanes_conv2d_forward_and_gradients_equal_torchs(data):
+    draw = hypothesis_draw(data)
+    d = (geometry := SPECS[0].geometry(draw, {})).dims
+    rng = np.random.default_rng(draw(0, 2**31))
+    batch = draw(1, 10)
+    x = rng.normal(size=(batch, d["C"], d["H"], d["W"]))
+    w = rng.normal(size=(d["O"], d["J"], d["R"], d["S"]))
+    b = rng.normal(size=d["O"]) if draw(0, 1) else None
+    assert geometry.hyper["algorithm"] == "lanes"
+    _check(x, w, b, geometry.hyper, rng)
+
+
+@pytest.mark.parametrize("c, o, size, padding", [(1, 6, 28, 2), (6, 16, 14, 0)])
+def test_lenets_layers_run_lanes_and_equal_torchs(c, o, size, padding):
+    out = size + 2 * padding - 4
+    assert choose_algorithm(c, 5, 5, o, (1, 1), (out, out)) == "lanes"
+    layer = Conv2d(c, o, 5, padding=padding)
+    theirs = torch.nn.Conv2d(c, o, 5, padding=padding, dtype=torch.float64)
+    with torch.no_grad():
+        for k, v in layer.state_dict().items():
+            theirs.state_dict()[k].copy_(torch.tensor(np.asarray(v, np.float64)))
+    x = np.random.default_rng(2).normal(size=(17, c * size * size))
+    trainer = nn.Trainer(Image(layer, (c, size, size)), nn.SGD(lr=0.1), nn.MSELoss(),
+                         dtype=np.float64, seed=0)
+    expected = theirs(torch.tensor(x.reshape(17, c, size, size)))
+    np.testing.assert_allclose(trainer.predict_outputs(x),
+                               expected.detach().numpy().reshape(17, -1), **F64)
