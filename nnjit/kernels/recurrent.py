@@ -31,11 +31,14 @@ Which products (float32, 1 thread, this project's AVX-512 machine; docs/performa
 step's ``h_{t-1} W_hh^T`` and ``dhh W_hh`` through :mod:`recurrent_product` with W_hh packed
 once per scan when W (and so G) is a multiple of the lanes (B=32 H=128 G=512: ~38 us, ~110
 GFLOP/s, against OpenBLAS's ~62 us: it repacks W_hh every step), else ``h @ W_hh^T`` on a
-transposed copy made once per scan. Weight gradients (W_hh's over every step, W_ih's over every
-row) through BLAS, as ``(x^T dy)^T`` for at least :data:`TRANSPOSED_WEIGHT_ROWS` rows (6400 rows:
-G=192 H=64 3.5 ms against 5.0; at 1600 rows ``dy^T x`` stays faster: G=512 H=128 4.2 against
-4.6); a register-tiled ``x^T dy`` of our own was within 3-13% of it on a quiet machine and cost
-~2 s of the family's compile time (docs/performance.md).
+transposed copy made once per scan. Weight gradients (W_hh's over every step, the input
+projection's W_ih over every row) as ``(x^T dy)^T`` through
+:func:`recurrent_product.weight_product` when G is a multiple of the lanes, dy read in place
+in chunks of :data:`WEIGHT_CHUNK_ROWS` rows that stay in L2 (GRU 6400 x 192 x 64: ~1.7 ms
+against OpenBLAS's ~3.0; the input's 6400 x 192 x 8: ~0.2 against ~0.85; LSTM 1120 x 512 x
+128: 1.45 against 1.76), else through BLAS, as ``(x^T dy)^T`` for at least
+:data:`TRANSPOSED_WEIGHT_ROWS` rows (6400 rows: G=192 H=64 3.5 ms against 5.0; at 1600 rows
+``dy^T x`` stays faster: G=512 H=128 4.2 against 4.6).
 """
 
 import numpy as np
@@ -48,6 +51,7 @@ from nnjit.kernels.views import view1d, view2d
 
 RNN_TANH, RNN_RELU, LSTM, GRU = 0, 1, 2, 3
 TRANSPOSED_WEIGHT_ROWS = 4096
+WEIGHT_CHUNK_ROWS = 256
 #: gate blocks of H per kind, and H-wide blocks saved per row and step
 GATES = (1, 1, 4, 3)
 SAVED = (1, 1, 7, 5)
@@ -322,12 +326,17 @@ def scan_backward(kind, w_hh, y, dy, dh_n, dc_n, lengths, has_lengths, saved, sc
 
 @jit
 def weight_grad(dy, x, dw, scratch, accumulate):
-    """dw (O, I) (+)= dy (R, O).T @ x (R, I), as ``(x^T dy)^T`` for R >= TRANSPOSED_WEIGHT_ROWS
-    (module doc); ``scratch`` (>= O * I elements, 1-D)."""
+    """dw (O, I) (+)= dy (R, O).T @ x (R, I), as ``(x^T dy)^T`` through
+    :func:`recurrent_product.weight_product` when O is a multiple of the lanes, else through
+    BLAS for R >= TRANSPOSED_WEIGHT_ROWS (module doc); ``scratch`` (>= O * I elements, 1-D)."""
     cols, inner = dw.shape
-    if dy.shape[0] >= TRANSPOSED_WEIGHT_ROWS:
+    tiled = rp.fits(scratch, cols)
+    if tiled or dy.shape[0] >= TRANSPOSED_WEIGHT_ROWS:
         tmp = view2d(scratch, 0, inner, cols)
-        np.dot(x.T, dy, tmp)
+        if tiled:
+            rp.weight_product(x, dy, tmp, False, WEIGHT_CHUNK_ROWS)
+        else:
+            np.dot(x.T, dy, tmp)
         for o in range(cols):
             for k in range(inner):
                 dw[o, k] = dw[o, k] + tmp[k, o] if accumulate else tmp[k, o]

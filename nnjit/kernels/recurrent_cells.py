@@ -185,9 +185,11 @@ def lstm_step_backward(dy, t, order, gates, c_prev, tanh_c, dh, dc, dhh, dp, nee
 
 @jit
 def gru_step_forward(p, t, hh, order, h, y, gates, hh_n):
-    """r, z = sigma(p_rz + hh_rz); n = tanh(p_n + r hh_n); h = (1 - z) n + z h."""
+    """r, z = sigma(p_rz + hh_rz); n = tanh(p_n + r hh_n); h = (1 - z) n + z h: three loops a
+    row, each reading and writing few views (module doc)."""
     rows, hidden = h.shape
-    one = h.dtype.type(1.0)
+    dt = h.dtype
+    one = dt.type(1.0)
     g3 = 3 * hidden
     for k in range(rows):
         b = int(order[k])
@@ -195,22 +197,27 @@ def gru_step_forward(p, t, hh, order, h, y, gates, hh_n):
         pr = p[b, t * g3:(t + 1) * g3]
         hhr = hh[k]
         rz = gr[:2 * hidden]
-        add_rows(pr[:2 * hidden], hhr[:2 * hidden], rz)
-        sigmoid_in_place(rz)
+        prz = pr[:2 * hidden]
+        hrz = hhr[:2 * hidden]
+        for j in range(2 * hidden):
+            rz[j] = gm.sigmoid(prz[j] + hrz[j], dt)
         gr_ = gr[:hidden]
         gz = gr[hidden:2 * hidden]
         nr = gr[2 * hidden:]
         hn = hh_n[k]
-        copy_row(hhr[2 * hidden:], hn)
+        hhn = hhr[2 * hidden:]
         pn = pr[2 * hidden:]
         for j in range(hidden):
-            nr[j] = pn[j] + gr_[j] * hn[j]
-        tanh_in_place(nr)
+            v = hhn[j]
+            hn[j] = v
+            nr[j] = gm.tanh(pn[j] + gr_[j] * v, dt)
         hr = h[k]
+        yr = y[b, t * hidden:(t + 1) * hidden]
         for j in range(hidden):
             z = gz[j]
-            hr[j] = (one - z) * nr[j] + z * hr[j]
-        copy_row(hr, y[b, t * hidden:(t + 1) * hidden])
+            v = (one - z) * nr[j] + z * hr[j]
+            hr[j] = v
+            yr[j] = v
 
 
 @jit

@@ -16,6 +16,10 @@ and the LSTM's 8 strips and the GRU's 4 have no edge waste). Edge rows and strip
 last one (computed twice, stored twice), as in
 :mod:`nnjit.kernels.dense_vector`. N must be a multiple of the lanes (:func:`fits`).
 
+:func:`weight_product`: a weight's gradient ``x^T dy`` (I, O) over R rows runs the same tiles
+with A = x^T (its (i, k) at ``x[k, i]``) and B = dy read in place (a row of dy holds the k-th
+vector of every strip), K = R in chunks whose rows of x and dy stay in L2.
+
 Compile time: LLVM inlined the tile loop into every function that called it, directly or
 through :func:`product`, and optimised it again there (~1 s each): :func:`_call_tiles` calls it
 with ``noinline``.
@@ -65,6 +69,23 @@ def product(a, packed, out, start, bias):
     af, of = a.reshape(rows * inner), out.reshape(rows * cols)
     # (the tiles take strides: A's rows and steps, B's strips and steps)
     _call_tiles(af, inner, 1, packed, inner * lanes, lanes, of, bias, rows, cols, 0, inner, start)
+
+
+@jit
+def weight_product(x, dy, out_t, accumulate, chunk):
+    """out_t (I, O) (+)= x (R, I).T @ dy (R, O), dy read in place as B (its rows the k, its
+    vectors the strips: O a multiple of the lanes), over ``chunk`` rows of R at a time."""
+    rows, inner = x.shape
+    cols = dy.shape[1]
+    if rows == 0:
+        if not accumulate:
+            out_t[:, :] = 0
+        return
+    xf, df, of = x.reshape(rows * inner), dy.reshape(rows * cols), out_t.reshape(inner * cols)
+    lanes = simd.lanes(of)
+    for k0 in range(0, rows, chunk):
+        _call_tiles(xf, 1, inner, df, lanes, cols, of, of, inner, cols, k0,
+                    min(k0 + chunk, rows), ADD if accumulate or k0 > 0 else ZEROS)
 
 
 @intrinsic
