@@ -45,6 +45,8 @@ ESTIMATED_SECONDS = {
     "the elementwise family": 1,
     "the dropout family": 1,
     "the conv family": 9,
+    # (scaled from the conv family's: 18-20 against 24-27 s CPU in the same loaded runs)
+    "the conv_lanes family": 7,
     "the pooling family": 4,
     "the normalization family": 3,
     "the embedding family": 1,
