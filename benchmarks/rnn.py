@@ -27,7 +27,9 @@ epoch by epoch, so machine drift spreads over both):
    each first fit.
 
 Everything runs on one thread (BLAS, ``torch.set_num_threads(1)``) and the process is pinned to
-one CPU. See ``benchmarks/README.md`` ("benchmarks.rnn").
+one CPU. Each epoch's process CPU seconds are reported beside its wall time (and their ratio,
+``cpu_speedup``): on a machine shared with other jobs the wall ratio moves with their load.
+See ``benchmarks/README.md`` ("benchmarks.rnn").
 """
 
 from __future__ import annotations
@@ -209,7 +211,7 @@ class Pair:
     def nnjit_epoch(self) -> dict:
         with Stopwatch() as sw:
             h = self.trainer.fit(self.loader, epochs=1, n_iter_no_change=None, verbose=0)
-        return {"epoch_s": sw.seconds, "loss": float(h["train_loss"].iloc[-1])}
+        return {"epoch_s": sw.seconds, "cpu_s": sw.cpu, "loss": float(h["train_loss"].iloc[-1])}
 
     def torch_epoch(self) -> dict:
         from nnjit.kernels.rng import shuffle
@@ -228,7 +230,7 @@ class Pair:
                 loss.backward()
                 self.topt.step()
                 loss_sum += loss.item() * len(idx)
-        return {"epoch_s": sw.seconds, "loss": loss_sum / len(perm)}
+        return {"epoch_s": sw.seconds, "cpu_s": sw.cpu, "loss": loss_sum / len(perm)}
 
     def scores(self, test: dict) -> dict:
         """Test accuracy (classification) or MSE of both contenders."""
@@ -270,19 +272,27 @@ def run_section(nj, torch, quick: bool, label: str, c: dict, make_data, nnjit_mo
     for e in range(epochs):
         runs["nnjit"].append(pair.nnjit_epoch())
         runs["PyTorch"].append(pair.torch_epoch())
-        log(f"    {label} epoch {e + 1}: nnjit {fmt_time(runs['nnjit'][-1]['epoch_s'])} (loss "
+        log(f"    {label} epoch {e + 1}: nnjit {fmt_time(runs['nnjit'][-1]['epoch_s'])} (CPU "
+            f"{fmt_time(runs['nnjit'][-1]['cpu_s'])}, loss "
             f"{runs['nnjit'][-1]['loss']:.4f}), PyTorch {fmt_time(runs['PyTorch'][-1]['epoch_s'])}"
+            f" (CPU {fmt_time(runs['PyTorch'][-1]['cpu_s'])})"
             f" (loss {runs['PyTorch'][-1]['loss']:.4f})")
     out = {k: {"epoch_s": summarize(r["epoch_s"] for r in rs),
+               "cpu_s": summarize(r["cpu_s"] for r in rs),
                "train_loss": [r["loss"] for r in rs]} for k, rs in runs.items()}
     out["speedup"] = ratio(out["PyTorch"]["epoch_s"]["median"], out["nnjit"]["epoch_s"]["median"])
+    # (process CPU per epoch: on a loaded machine the wall ratio moves with the other jobs)
+    out["cpu_speedup"] = ratio(out["PyTorch"]["cpu_s"]["median"], out["nnjit"]["cpu_s"]["median"])
     out["same_batch_order"] = bool(pair.same_order) and all(pair.same_order)
     out["test"] = pair.scores(test)
     out["batches_per_epoch"] = -(-n_train // c["batch"])
     if "mean_length" in train:
         out["mean_length"] = train["mean_length"]
     nrt = make(2 * c["batch"])
-    fit = lambda k: nrt.trainer.fit(nrt.loader, epochs=k, n_iter_no_change=None, verbose=0)
+
+    def fit(k):
+        return nrt.trainer.fit(nrt.loader, epochs=k, n_iter_no_change=None, verbose=0)
+
     fit(1)
     short, long = (1, 2) if quick else (2, 12)
     a, b = count_nrt_allocations(fit, (short, long))
@@ -375,17 +385,20 @@ def print_report(res: dict) -> None:
     for key, name in (("text", "LSTM text classifier"), ("forecast", "GRU forecaster")):
         r = res.get(key)
         if not r or "error" in r or "skipped" in r:
-            rows.append([name, "-", "-", "-", "-", (r or {}).get("error", "not run")])
+            rows.append([name, "-", "-", "-", "-", "-", (r or {}).get("error", "not run")])
             continue
         metric = "acc" if key == "text" else "MSE"
         rows.append([name, fmt_time(r["nnjit"]["epoch_s"]["median"]),
                      fmt_time(r["PyTorch"]["epoch_s"]["median"]), fmt_ratio(r["speedup"]),
+                     (f"{fmt_time(r['nnjit']['cpu_s']['median'])} / "
+                      f"{fmt_time(r['PyTorch']['cpu_s']['median'])}, "
+                      f"{fmt_ratio(r['cpu_speedup'])}"),
                      f"{metric} {r['test']['nnjit']:.4f} / {r['test']['PyTorch']:.4f}",
                      (f"{r['epochs']} epochs of {r['batches_per_epoch']} batches, same order: "
                       f"{r['same_batch_order']}")])
-    print_table(["model", "nnjit / epoch", "PyTorch / epoch", "speed-up", "test nnjit / torch",
-                 "note"], rows, title="Recurrent layers against PyTorch (1 thread, medians)",
-                align="llllll")
+    print_table(["model", "nnjit / epoch", "PyTorch / epoch", "speed-up",
+                 "CPU per epoch, nnjit / torch", "test nnjit / torch", "note"], rows,
+                title="Recurrent layers against PyTorch (1 thread, medians)", align="lllllll")
     comp = res.get("compile")
     if comp and "models" in comp:
         print_table(["first fit in a fresh process, empty cache", "wall", "CPU", "families"],
