@@ -229,7 +229,8 @@ class Program:
     # -- views ---------------------------------------------------------------------------------
     def view(self, slot: int, grad: bool = False) -> np.ndarray:
         """2-D view of a slot for the current batch (what Python ops read and write)."""
-        off, rows, cols, flags = (int(v) for v in self.slots[slot, [S_OFFSET, S_ROWS, S_COLS, S_FLAGS]])
+        fields = self.slots[slot, [S_OFFSET, S_ROWS, S_COLS, S_FLAGS]]
+        off, rows, cols, flags = (int(v) for v in fields)
         if flags & SLOT_BATCH:
             rows = self.current_rows
         buf = self.grads if grad else self.values
