@@ -133,8 +133,13 @@ def test_python_blocks_of_page_run_in_order(page, tmp_path):
     script.write_text(json.dumps(runnable), encoding="utf-8")
     work = tmp_path / "cwd"
     work.mkdir()
+    # The blocks' own temporary folders (docs/custom-ops.md makes a project with mkdtemp, as a
+    # user would) go under this test's folder, which pytest cleans up, not the system's.
+    temp = tmp_path / "tmp"
+    temp.mkdir()
     start = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", _DRIVER, str(script)], cwd=work,
+                         env={**os.environ, "TMPDIR": str(temp)},
                          capture_output=True, text=True, timeout=PAGE_TIMEOUT)
     seconds = time.perf_counter() - start
     print(f"{page.name}: {len(runnable)} Python blocks in {seconds:.1f} s")
