@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from nnjit.data.inputs import InputSpec
 from nnjit.dtypes import DEFAULT_DTYPE
+from nnjit.nn.walk import walk_modules
 from nnjit.tape.tape import Tape, Tensor
 
 if TYPE_CHECKING:
@@ -41,20 +42,11 @@ class ModelWalk:
 def walk_model(model) -> ModelWalk:
     """Walk ``model`` once: name every module by its dotted path (``module._path``, which the ops
     it records take as owner) and list its parameters and buffers as ``named_parameters()`` /
-    ``named_buffers()`` would, a shared one once under its first name.
-
-    The modules come in :func:`~nnjit.nn.walk.walk_modules`' order (depth-first, children in
-    registration order), and each module's tensors are listed when it is reached: one pass,
-    not a walk and a second loop (a fresh trainer's fit walks its new model every time)."""
-    modules, params, buffers = [], [], []
-    seen_modules, seen = set(), set()
-    stack = [("", model)]
-    while stack:
-        path, module = stack.pop()
-        if id(module) in seen_modules:
-            continue
-        seen_modules.add(id(module))
-        modules.append((path, module))
+    ``named_buffers()`` would, a shared one once under its first name. The modules come in
+    :func:`~nnjit.nn.walk.walk_modules`' order, the one traversal every part of nnjit uses."""
+    modules = walk_modules(model)
+    params, buffers, seen = [], [], set()
+    for path, module in modules:
         state = module.__dict__
         state["_path"] = path
         prefix = f"{path}." if path else ""
@@ -68,10 +60,6 @@ def walk_model(model) -> ModelWalk:
                 if b is not None and id(b) not in seen:
                     seen.add(id(b))
                     buffers.append((prefix + name, b))
-        children = module._modules
-        if children:
-            for name in reversed(children):
-                stack.append((prefix + name, children[name]))
     return ModelWalk(modules, params, buffers)
 
 
