@@ -67,3 +67,14 @@ def test_lenets_layers_run_lanes_and_equal_torchs(c, o, size, padding):
     expected = theirs(torch.tensor(x.reshape(17, c, size, size)))
     np.testing.assert_allclose(trainer.predict_outputs(x),
                                expected.detach().numpy().reshape(17, -1), **F64)
+
+
+@pytest.mark.parametrize("algorithm", ["lanes", "vector"])
+def test_a_stride_1_algorithm_asked_for_a_strided_layer_is_refused_by_name(algorithm):
+    rng = np.random.default_rng(0)
+    model = FunctionalConv(rng.normal(size=(2, 1, 8, 8)), rng.normal(size=(2, 1, 3, 3)), None,
+                           stride=2, algorithm=algorithm)
+    trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
+    with pytest.raises(ValueError, match=rf"algorithm '{algorithm}' runs stride 1 only, got "
+                                         r"stride \(2, 2\); use 'im2col' or None"):
+        trainer.predict_outputs(np.zeros((2, 1)))
