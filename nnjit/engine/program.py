@@ -18,7 +18,7 @@ from nnjit.engine.loop_arrays import LoopArrays, StepArrays
 from nnjit.engine.memory import ArenaTooLarge, physical_memory
 from nnjit.engine.run_options import RunOptions
 from nnjit.graph.graph_data import G_INPUT_LOADED, G_NEED_LOOPS, G_WEIGHTS_READY, no_graph
-from nnjit.kernels.dense import TRANSPOSED_MAX_ROWS
+from nnjit.kernels.dense import TRANSPOSED_MAX_ROWS, outer_scratch_size
 from nnjit.kernels.optim import STATE_ROWS
 from nnjit.kernels.rng import seed_state
 from nnjit.ops.family import registry
@@ -78,9 +78,10 @@ class Program:
         overwrite_in_place(self.records, nodes)
         # One pass over the ops: the loss op, the op families in use, graph ops, and the scratch
         # that dense ops need (backward passes accumulating into a shared weight's gradient, and
-        # the transposed forward product of batches of at most TRANSPOSED_MAX_ROWS rows,
-        # nnjit.kernels.dense).
+        # the transposed forward product of batches of at most TRANSPOSED_MAX_ROWS rows and the
+        # outer-product forward's packed weight, nnjit.kernels.dense).
         loss_ops = []
+        itemsize = np.dtype(self.dtype).itemsize
         has_graph_ops = need_loops = False
         scratch = 1
         slots = tape.slots
@@ -94,6 +95,8 @@ class Program:
                 out = slots[n.out]
                 if out.rows <= TRANSPOSED_MAX_ROWS:
                     scratch = max(scratch, out.size)
+                weight = slots[n.inputs[1]]  # (the packed w.T of the outer-product tiles)
+                scratch = max(scratch, outer_scratch_size(weight.cols, weight.rows, itemsize))
                 for slot, acc in zip(n.inputs[:2], n.accumulate[:2]):
                     if acc:
                         scratch = max(scratch, slots[slot].size)
@@ -114,7 +117,6 @@ class Program:
         self.target_slot, self.output_slot = target.slot, output.slot
         slots.append(SlotSpec(scratch, 1, name="scratch"))
         self.slots, size, self.n_params, grad_size = layout(slots, self.dtype)
-        itemsize = np.dtype(self.dtype).itemsize
         # (more than the RAM: overcommit would accept it, then swap or be killed)
         if (size + grad_size) * itemsize > physical_memory():
             raise ArenaTooLarge(size * itemsize, grad_size * itemsize, self.max_batch, False)
