@@ -401,9 +401,10 @@ def test_float32_stays_float32_and_matches_float64():
 @given(b=st.integers(1, 40), k=st.integers(1, 17), spread=st.sampled_from([1.0, 10.0, 60.0]),
        seed=st.integers(0, 2**32 - 1))
 def test_float32_softmax_ce_with_its_vector_exp_matches_float64(b, k, spread, seed):
-    """float32 rows take nnjit.kernels.gate_math.exp (vectorised; logits more than 80 below the
-    row's max clamp to exp(-80), far below float32's resolution of the sum): loss, gradient and
-    counts against the float64 reference, training and evaluation alike, batch 1 and odd k."""
+    """float32 training rows take nnjit.kernels.gate_math.exp (vectorised; logits more than 80
+    below the row's max clamp to exp(-80), far below float32's resolution of the sum), evaluation
+    rows libm's: loss, gradient and counts against the float64 reference and each other, batch 1
+    and odd k."""
     rng = np.random.default_rng(seed)
     x = rng.normal(0.0, spread, size=(b, k))
     labels = rng.integers(0, k, size=b)
