@@ -14,6 +14,10 @@ accumulators run along the product's output columns, so no lane sums are needed;
   (rows of ``x``), the batch as the reduction: 4 loads of ``x``, 4 broadcasts of ``dy`` and 16
   FMAs per batch row. Nothing is packed.
 
+Both run one loop nest, :func:`outer_tiles` (a strided left operand): numba links a kernel's
+code into each caller's module, where LLVM optimises it again, so one nest instead of two keeps
+the cold compile down.
+
 The vector dimension must be a multiple of 4 vectors (64 float32 or 32 float64 values): the
 tiles then have no vector edge, and :func:`nnjit.kernels.dense.forward_strategy` /
 :func:`nnjit.kernels.dense.weight_gradient_by_outer` choose these kernels only there. Edge rows
@@ -54,51 +58,8 @@ def outer_forward(x, wt, y):
     multiple of TILE_VECTORS vectors; x, y C-contiguous."""
     rows, inner = x.shape
     cols = y.shape[1]
-    xf = x.reshape(rows * inner)
-    yf = y.reshape(rows * cols)
-    nv = simd.lanes(xf)
-    last_r = rows - 1
-    bias = inner * cols
-    for j0 in range(0, cols, TILE_VECTORS * nv):
-        j1, j2, j3 = j0 + nv, j0 + 2 * nv, j0 + 3 * nv
-        for r0 in range(0, rows, 4):
-            r1, r2, r3 = min(r0 + 1, last_r), min(r0 + 2, last_r), min(r0 + 3, last_r)
-            xa0, xa1, xa2, xa3 = r0 * inner, r1 * inner, r2 * inner, r3 * inner
-            c00 = c10 = c20 = c30 = simd.load(wt, bias + j0)
-            c01 = c11 = c21 = c31 = simd.load(wt, bias + j1)
-            c02 = c12 = c22 = c32 = simd.load(wt, bias + j2)
-            c03 = c13 = c23 = c33 = simd.load(wt, bias + j3)
-            for k in range(inner):
-                wk = k * cols
-                w0 = simd.load(wt, wk + j0)
-                w1 = simd.load(wt, wk + j1)
-                w2 = simd.load(wt, wk + j2)
-                w3 = simd.load(wt, wk + j3)
-                s = simd.splat(xf, xa0 + k)
-                c00 = simd.fma(s, w0, c00)
-                c01 = simd.fma(s, w1, c01)
-                c02 = simd.fma(s, w2, c02)
-                c03 = simd.fma(s, w3, c03)
-                s = simd.splat(xf, xa1 + k)
-                c10 = simd.fma(s, w0, c10)
-                c11 = simd.fma(s, w1, c11)
-                c12 = simd.fma(s, w2, c12)
-                c13 = simd.fma(s, w3, c13)
-                s = simd.splat(xf, xa2 + k)
-                c20 = simd.fma(s, w0, c20)
-                c21 = simd.fma(s, w1, c21)
-                c22 = simd.fma(s, w2, c22)
-                c23 = simd.fma(s, w3, c23)
-                s = simd.splat(xf, xa3 + k)
-                c30 = simd.fma(s, w0, c30)
-                c31 = simd.fma(s, w1, c31)
-                c32 = simd.fma(s, w2, c32)
-                c33 = simd.fma(s, w3, c33)
-            # (repeated edge rows store the same values twice; the last row first)
-            _store4(yf, r3 * cols + j0, nv, c30, c31, c32, c33)
-            _store4(yf, r2 * cols + j0, nv, c20, c21, c22, c23)
-            _store4(yf, r1 * cols + j0, nv, c10, c11, c12, c13)
-            _store4(yf, r0 * cols + j0, nv, c00, c01, c02, c03)
+    outer_tiles(x.reshape(rows * inner), inner, 1, wt, y.reshape(rows * cols), rows, inner, cols,
+                True)
 
 
 @jit
@@ -107,48 +68,64 @@ def outer_weight_gradient(dy, x, dw):
     C-contiguous."""
     rows, inner = x.shape
     cols = dy.shape[1]
-    xf = x.reshape(rows * inner)
-    df = dy.reshape(rows * cols)
-    wf = dw.reshape(cols * inner)
-    nv = simd.lanes(xf)
-    last_o = cols - 1
-    for i0 in range(0, inner, TILE_VECTORS * nv):
-        i1, i2, i3 = i0 + nv, i0 + 2 * nv, i0 + 3 * nv
-        for o0 in range(0, cols, 4):
-            o1, o2, o3 = min(o0 + 1, last_o), min(o0 + 2, last_o), min(o0 + 3, last_o)
-            z = simd.zeros(xf)
-            c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = z
-            c20 = c21 = c22 = c23 = c30 = c31 = c32 = c33 = z
-            for b in range(rows):
-                xa, da = b * inner, b * cols
-                a0 = simd.load(xf, xa + i0)
-                a1 = simd.load(xf, xa + i1)
-                a2 = simd.load(xf, xa + i2)
-                a3 = simd.load(xf, xa + i3)
-                s = simd.splat(df, da + o0)
-                c00 = simd.fma(s, a0, c00)
-                c01 = simd.fma(s, a1, c01)
-                c02 = simd.fma(s, a2, c02)
-                c03 = simd.fma(s, a3, c03)
-                s = simd.splat(df, da + o1)
-                c10 = simd.fma(s, a0, c10)
-                c11 = simd.fma(s, a1, c11)
-                c12 = simd.fma(s, a2, c12)
-                c13 = simd.fma(s, a3, c13)
-                s = simd.splat(df, da + o2)
-                c20 = simd.fma(s, a0, c20)
-                c21 = simd.fma(s, a1, c21)
-                c22 = simd.fma(s, a2, c22)
-                c23 = simd.fma(s, a3, c23)
-                s = simd.splat(df, da + o3)
-                c30 = simd.fma(s, a0, c30)
-                c31 = simd.fma(s, a1, c31)
-                c32 = simd.fma(s, a2, c32)
-                c33 = simd.fma(s, a3, c33)
-            _store4(wf, o3 * inner + i0, nv, c30, c31, c32, c33)
-            _store4(wf, o2 * inner + i0, nv, c20, c21, c22, c23)
-            _store4(wf, o1 * inner + i0, nv, c10, c11, c12, c13)
-            _store4(wf, o0 * inner + i0, nv, c00, c01, c02, c03)
+    # dy.T's row o is dy's column o: stride 1 between rows, ``cols`` along the reduction
+    outer_tiles(dy.reshape(rows * cols), 1, cols, x.reshape(rows * inner),
+                dw.reshape(cols * inner), cols, rows, inner, False)
+
+
+@jit
+def outer_tiles(a, a_row, a_step, b, c, rows, depth, width, from_bias):
+    """c (rows, width) = a (rows, depth) @ b (depth, width) [+ b's row ``depth``], all flat:
+    a[r * a_row + k * a_step], b and c C-contiguous, ``width`` a multiple of TILE_VECTORS
+    vectors. Both products of this module are this one nest (one compile): the forward with a =
+    x and b = the packed w.T, started from the bias row; the weight gradient with a = dy.T (a
+    strided view) and b = x, started from zeros."""
+    nv = simd.lanes(b)
+    last_r = rows - 1
+    for j0 in range(0, width, TILE_VECTORS * nv):
+        j1, j2, j3 = j0 + nv, j0 + 2 * nv, j0 + 3 * nv
+        for r0 in range(0, rows, 4):
+            r1, r2, r3 = min(r0 + 1, last_r), min(r0 + 2, last_r), min(r0 + 3, last_r)
+            a0, a1, a2, a3 = r0 * a_row, r1 * a_row, r2 * a_row, r3 * a_row
+            if from_bias:
+                c00 = c10 = c20 = c30 = simd.load(b, depth * width + j0)
+                c01 = c11 = c21 = c31 = simd.load(b, depth * width + j1)
+                c02 = c12 = c22 = c32 = simd.load(b, depth * width + j2)
+                c03 = c13 = c23 = c33 = simd.load(b, depth * width + j3)
+            else:
+                c00 = c10 = c20 = c30 = c01 = c11 = c21 = c31 = simd.zeros(b)
+                c02 = c12 = c22 = c32 = c03 = c13 = c23 = c33 = simd.zeros(b)
+            for k in range(depth):
+                bk, ak = k * width, k * a_step
+                w0 = simd.load(b, bk + j0)
+                w1 = simd.load(b, bk + j1)
+                w2 = simd.load(b, bk + j2)
+                w3 = simd.load(b, bk + j3)
+                s = simd.splat(a, a0 + ak)
+                c00 = simd.fma(s, w0, c00)
+                c01 = simd.fma(s, w1, c01)
+                c02 = simd.fma(s, w2, c02)
+                c03 = simd.fma(s, w3, c03)
+                s = simd.splat(a, a1 + ak)
+                c10 = simd.fma(s, w0, c10)
+                c11 = simd.fma(s, w1, c11)
+                c12 = simd.fma(s, w2, c12)
+                c13 = simd.fma(s, w3, c13)
+                s = simd.splat(a, a2 + ak)
+                c20 = simd.fma(s, w0, c20)
+                c21 = simd.fma(s, w1, c21)
+                c22 = simd.fma(s, w2, c22)
+                c23 = simd.fma(s, w3, c23)
+                s = simd.splat(a, a3 + ak)
+                c30 = simd.fma(s, w0, c30)
+                c31 = simd.fma(s, w1, c31)
+                c32 = simd.fma(s, w2, c32)
+                c33 = simd.fma(s, w3, c33)
+            # (repeated edge rows store the same values twice; the last row first)
+            _store4(c, r3 * width + j0, nv, c30, c31, c32, c33)
+            _store4(c, r2 * width + j0, nv, c20, c21, c22, c23)
+            _store4(c, r1 * width + j0, nv, c10, c11, c12, c13)
+            _store4(c, r0 * width + j0, nv, c00, c01, c02, c03)
 
 
 @jit(inline="always")
