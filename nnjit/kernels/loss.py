@@ -19,27 +19,9 @@ Conventions shared by every loss kernel:
 import math
 
 import numpy as np
-from numba import types
 from numba.extending import overload
 
-from nnjit.kernels import gate_math
 from nnjit.kernels._jit import jit
-
-
-def _exp(v, dt):
-    """e ** v for the softmax's training rows in ``dt`` (an array's dtype): float32 through
-    :func:`nnjit.kernels.gate_math.exp` (no libm call, so a row's exponentials vectorise: about
-    60 -> 30 ns a 10-class row), float64 through libm (scikit-learn parity rounds as NumPy).
-    Evaluation rows keep libm: the polynomial in that loop too cost ~0.7 s more cold compile
-    for a tenth of the rows."""
-    return math.exp(v)
-
-
-@overload(_exp, inline="always")
-def _exp_overload(v, dt):
-    if v == types.float32:
-        return lambda v, dt: gate_math.exp(v, dt)
-    return lambda v, dt: math.exp(v)
 
 
 @jit
@@ -87,9 +69,8 @@ def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad,
     outside a graph's mask): it adds nothing to the sums and gets a zero gradient row.
     Returns (loss_sum: float64, n_correct: float64), n_correct counting rows whose logits argmax
     equals the target class (argmax of the target row for probability targets); ``wcol``: see
-    the module doc. ``clip`` (class indices only): each row's loss as scikit-learn's
-    ``log_loss`` counts it, p clipped to [eps, 1 - eps] (the dtype's machine epsilon; the
-    gradient is not clipped).
+    the module doc. ``clip`` (class indices only): each row's loss as scikit-learn's ``log_loss`` counts it, p
+    clipped to [eps, 1 - eps] (the dtype's machine epsilon; the gradient is not clipped).
     """
     b, k = logits.shape
     low, high = _clip_bounds(logits.dtype)
@@ -108,7 +89,7 @@ def softmax_ce(logits, targets, dlogits, target_is_index, inv_scale, write_grad,
         if write_grad:  # keep exp(x - m) in dlogits: each exponential is computed once
             s = zero
             for j in range(k):
-                e = _exp(logits[i, j] - m, logits.dtype)
+                e = math.exp(logits[i, j] - m)
                 dlogits[i, j] = e
                 s += e
         else:
