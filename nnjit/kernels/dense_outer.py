@@ -32,7 +32,7 @@ from nnjit.kernels._jit import jit
 TILE_VECTORS = 4
 
 
-@jit
+@jit(inline="always")  # (one caller: its own compile would only add numba's fixed cost)
 def pack_transposed(w, b, has_bias, wt):
     """wt[i * O + o] = w[o, i] for w (O, I), then wt[I * O + o] = b[o] (0 without a bias); ``wt``
     1-D with at least (I + 1) * O elements. O must be a multiple of the lanes."""
@@ -52,7 +52,7 @@ def pack_transposed(w, b, has_bias, wt):
         wt[inner * cols + o] = b[o] if has_bias else zero
 
 
-@jit
+@jit(inline="always")  # (a wrapper: inlined, no compile of its own)
 def outer_forward(x, wt, y):
     """y (B, O) = x (B, I) @ w.T + b from ``wt`` as :func:`pack_transposed` wrote it; O a
     multiple of TILE_VECTORS vectors; x, y C-contiguous."""
@@ -62,7 +62,7 @@ def outer_forward(x, wt, y):
                 True)
 
 
-@jit
+@jit(inline="always")
 def outer_weight_gradient(dy, x, dw):
     """dw (O, I) = dy (B, O).T @ x (B, I); I a multiple of TILE_VECTORS vectors; all
     C-contiguous."""
