@@ -77,9 +77,9 @@ LANES_CHANNELS = 16
 LANES_ELEMENTS = 8192
 #: "winograd" is chosen for 3x3 layers with at least this many channels in and out ...
 WINOGRAD_CHANNELS = 16
-#: ... whose frames and output tiles (per lane) fit in this many elements (the VGG-style net's
-#: conv2: 53,888; its scratch is about 7 MB of float32 at that size)
-WINOGRAD_ELEMENTS = 65536
+#: ... whose scratch stays within this many elements (the VGG-style net's conv2: 1.78M, 7 MB of
+#: float32; the weight gradient's lane sums grow with in x out channels: 256 -> 256 needs 21M)
+WINOGRAD_SCRATCH = 2_000_000
 
 
 def winograd_refusal(kernel, stride, dilation, groups) -> str | None:
@@ -102,7 +102,7 @@ def choose_algorithm(cg: int, kh: int, kw: int, og: int, stride=(1, 1), out_size
     ``kh x kw`` kernel, ``stride`` and an ``out_size`` (OH, OW) output: "lanes" at stride 1
     for few channels and small images (both within LANES_CHANNELS and LANES_ELEMENTS; the
     output size must be given), "winograd" for 3x3 kernels at stride 1 (no dilation, one
-    group) with WINOGRAD_CHANNELS or more in and out and images within WINOGRAD_ELEMENTS,
+    group) with WINOGRAD_CHANNELS or more in and out and a scratch within WINOGRAD_SCRATCH,
     "vector" at any other stride 1, "im2col" otherwise (module doc)."""
     if tuple(stride) != (1, 1):
         return "im2col"
@@ -113,8 +113,7 @@ def choose_algorithm(cg: int, kh: int, kw: int, og: int, stride=(1, 1), out_size
             return "lanes"
     if (out_size is not None and min(cg, og) >= WINOGRAD_CHANNELS
             and winograd_refusal((kh, kw), stride, dilation, groups) is None):
-        _, _, frames, outs, _, _, _ = kwino.layout.py_func(cg, og, *out_size, 1)
-        if frames + outs <= WINOGRAD_ELEMENTS:
+        if kwino.scratch_elements(cg, og, *out_size) <= WINOGRAD_SCRATCH:
             return "winograd"
     return "vector"
 

@@ -58,6 +58,8 @@ def test_the_vgg_nets_convolutions_run_winograd_and_equal_torchs():
     assert choose_algorithm(1, 3, 3, 32, (1, 1), (28, 28)) == "vector"
     assert choose_algorithm(32, 3, 3, 32, (1, 1), (28, 28)) == "winograd"
     assert choose_algorithm(32, 3, 3, 64, (1, 1), (14, 14)) == "winograd"
+    # (the weight gradient's lane sums grow with in x out channels: wide layers keep "vector")
+    assert choose_algorithm(256, 3, 3, 256, (1, 1), (7, 7)) == "vector"
     model = nnjit_vgg(nn)
     theirs = torch_vgg().double()
     theirs.load_state_dict({k: torch.tensor(np.asarray(v, np.float64))
