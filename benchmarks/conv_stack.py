@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from nnjit.kernels import conv as kc
+from nnjit.kernels import conv_winograd as kwino
 from nnjit.kernels._jit import jit
 
 BATCH = 64
@@ -62,6 +63,18 @@ def _run_direction(x, w, b, y, dy, dx, dwt, db, direction, hyper, scratch, steps
                                False, hyper, np.int32(0), scratch)
 
 
+@jit
+def _run_winograd_direction(x, w, b, y, dy, dx, dwt, db, direction, c, size, o, scratch, steps):
+    """:func:`_run_direction` for a layer of the "winograd" algorithm (the conv_winograd
+    family's kernels, 3x3, padding 1)."""
+    for _ in range(steps):
+        if direction == 0:
+            kwino.forward(x, w, b, y, True, c, size, size, o, 1, 1, size, size, scratch)
+        else:
+            kwino.backward(x, w, dy, dx, dwt, db, direction == 2, direction == 1, False, c, size,
+                           size, o, 1, 1, size, size, scratch)
+
+
 def _layer(c, o, size, algorithm, batch=BATCH):
     """The geometry block (as ``nnjit.ops.conv`` records it), scratch elements and FLOPs of one
     product of a 3x3 padding-1 convolution ``c -> o`` on ``batch`` images ``size x size``."""
@@ -79,19 +92,26 @@ def direction_call(c, o, size, direction, batch=BATCH):
     """``(call, flops, algorithm)`` for one direction (one of DIRECTIONS) of a 3x3 padding-1
     convolution ``c -> o`` on ``batch`` float32 images ``size x size``: ``call(steps)`` runs
     nnjit's conv kernel ``steps`` times in one compiled loop (the algorithm nnjit chooses for
-    the shape), ``flops`` is one run's."""
+    the shape: "winograd" where a layer of it would record CONV2D_WINOGRAD, else the conv
+    family's), ``flops`` is one run's (the direct convolution's, whatever the algorithm)."""
     from nnjit.ops.conv import choose_algorithm
 
     rng = np.random.default_rng(0)
     f32 = np.float32
     algorithm = choose_algorithm(c, KERNEL, KERNEL, o)
+    if choose_algorithm(c, KERNEL, KERNEL, o, (1, 1), (size, size)) == "winograd":
+        algorithm = "winograd"
     block, n_scratch, flops = _layer(c, o, size, algorithm, batch)
     x = rng.standard_normal(batch * c * size * size).astype(f32)
     w = (rng.standard_normal(o * c * KERNEL * KERNEL) * 0.05).astype(f32)
     y = np.zeros(batch * o * size * size, f32)
     dy = rng.standard_normal(y.size).astype(f32)
     args = (x, w, np.zeros(o, f32), y, dy, np.zeros_like(x), np.zeros_like(w), np.zeros(o, f32),
-            DIRECTIONS.index(direction), np.array(block, np.float64), np.zeros(n_scratch, f32))
+            DIRECTIONS.index(direction))
+    if algorithm == "winograd":
+        wargs = (*args, c, size, o, np.zeros(n_scratch, f32))
+        return (lambda steps: _run_winograd_direction(*wargs, steps)), flops, algorithm
+    args = (*args, np.array(block, np.float64), np.zeros(n_scratch, f32))
     return (lambda steps: _run_direction(*args, steps)), flops, algorithm
 
 

@@ -1,9 +1,9 @@
 """``nnjit warmup``: compile (or load from numba's cache) every piece a built-in model needs.
 
 The training loop, each built-in op family (elementwise, dropout, graph, conv, pooling,
-normalization, embedding, joining, recurrent, sparse, conv_lanes), the batch loaders (plain,
-augmenting, the graph family's sampled batches) and the optimizer steps (SGD, Adam, RMSprop,
-Adagrad, Adadelta, Adamax, NAdam, RAdam), for one dtype or both:
+normalization, embedding, joining, recurrent, sparse, conv_lanes, conv_winograd), the batch
+loaders (plain, augmenting, the graph family's sampled batches) and the optimizer steps (SGD,
+Adam, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam), for one dtype or both:
 after it, the first fit of any built-in architecture compiles nothing (a Docker image runs it at
 build time).
 One line per piece says whether it was compiled or loaded, and how long it took. The MPI hooks

@@ -47,6 +47,8 @@ ESTIMATED_SECONDS = {
     "the conv family": 9,
     # (scaled from the conv family's: 18-20 against 24-27 s CPU in the same loaded runs)
     "the conv_lanes family": 7,
+    # (9.1-9.5 s CPU against conv_lanes' 12.1-12.2 in the same loaded runs, scaled to its 7)
+    "the conv_winograd family": 5,
     "the pooling family": 4,
     "the normalization family": 3,
     "the embedding family": 1,

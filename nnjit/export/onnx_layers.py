@@ -238,6 +238,7 @@ def columns(b, node, base: str) -> None:
 
 
 LAYER_HANDLERS = {Opcode.CONV2D: conv2d, Opcode.CONV2D_LANES: conv2d,
+                  Opcode.CONV2D_WINOGRAD: conv2d,
                   Opcode.MAXPOOL2D: max_pool2d,
                   Opcode.AVGPOOL2D: avg_pool2d, Opcode.ADAPTIVE_AVGPOOL2D: adaptive_avg_pool2d,
                   Opcode.BATCH_NORM: batch_norm, Opcode.LAYER_NORM: layer_norm,

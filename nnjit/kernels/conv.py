@@ -4,7 +4,11 @@ A sample's row holds its image ``(C, H, W)`` row-major, the weight is PyTorch's
 ``(O, C/groups, KH, KW)`` laid out flat, a sample's output row is ``(O, OH, OW)``. The op's
 geometry comes from the hyper table (``hyper[h + G_...]``, see :mod:`nnjit.ops.conv`).
 
-Three algorithms; the recorder picks one per shape (:func:`nnjit.ops.conv.choose_algorithm`):
+Four algorithms; the recorder picks one per shape (:func:`nnjit.ops.conv.choose_algorithm`):
+
+* **winograd** (``ALGO_WINOGRAD``, 3x3, stride 1, wide layers): Winograd's F(2x2, 3x3), 16
+  multiplies per 2x2 outputs instead of 36 (:mod:`nnjit.kernels.conv_winograd`; an op family of
+  its own, the ``conv_winograd`` family, like ``conv_lanes``).
 
 * **lanes** (``ALGO_LANES``, stride 1, few channels): the samples in the vector lanes, every
   product exact (:mod:`nnjit.kernels.conv_lanes`; an op family of its own, the ``conv_lanes``
@@ -26,6 +30,7 @@ of the scratch span only.
 import numpy as np
 
 from nnjit.kernels import conv_lanes as kl
+from nnjit.kernels import conv_winograd as kwino
 from nnjit.kernels import conv_vector as kv
 from nnjit.kernels._jit import jit
 from nnjit.kernels.views import view1d, view2d
@@ -34,7 +39,7 @@ from nnjit.kernels.views import view1d, view2d
 (G_C, G_H, G_W, G_O, G_KH, G_KW, G_SH, G_SW, G_PH, G_PW, G_DH, G_DW, G_GROUPS, G_OH, G_OW,
  G_ALGO, G_SAMPLES) = range(17)
 BLOCK_SIZE = 17
-ALGO_IM2COL, ALGO_VECTOR, ALGO_LANES = 0, 2, 3  # (1 was the direct loops, removed)
+ALGO_IM2COL, ALGO_VECTOR, ALGO_LANES, ALGO_WINOGRAD = 0, 2, 3, 4  # (1 was the direct loops)
 # im2col puts the columns of several samples side by side until a product has about this many
 # columns: BLAS runs far below its peak on one small image's (16 x 150 x 100 for LeNet's conv2)
 PRODUCT_COLUMNS = 2048
@@ -164,6 +169,8 @@ def samples_for(cg, kh, kw, oh, ow, og, dh, dw, algo):
         return kv.samples_per_gradient(cg, og, kh, kw, dh, dw, oh, ow)
     if algo == ALGO_LANES:
         return kl.MAX_LANES
+    if algo == ALGO_WINOGRAD:
+        return kwino.MAX_LANES
     return samples_per_product(oh, ow, cg * kh * kw, og)
 
 
@@ -174,6 +181,8 @@ def scratch_elements(cg, kh, kw, oh, ow, og, sh, sw, dh, dw, algo):
     :func:`nnjit.kernels.conv_vector.scratch_elements`."""
     if algo == ALGO_LANES:
         return kl.scratch_elements(cg, og, kh, kw, dh, dw, oh, ow)
+    if algo == ALGO_WINOGRAD:
+        return kwino.scratch_elements(cg, og, oh, ow)
     k = cg * kh * kw
     m = samples_per_product(oh, ow, k, og)
     cols = m * oh * ow

@@ -154,6 +154,18 @@ def add(typingctx, a, b):
 
 
 @intrinsic
+def sub(typingctx, a, b):
+    """``a - b`` lane by lane."""
+    if not (isinstance(a, Vector) and a == b):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return builder.fsub(args[0], args[1])
+
+    return a(a, b), codegen
+
+
+@intrinsic
 def total(typingctx, a):
     """The sum of the lanes of ``a`` (halves added pairwise: a fixed order, no fast-math)."""
     if not isinstance(a, Vector):

@@ -19,6 +19,11 @@ and output within 8192 values per lane: LeNet-5's two) run the "lanes" kernels i
 layers 1.4-2.1x faster than "vector" in each direction, docs/performance.md); those layers
 record CONV2D_LANES, the op of the conv_lanes family (:mod:`nnjit.ops.conv_lanes`), so a model
 compiles the kernels of the algorithms it uses only.
+3x3 stride-1 layers of at least 16 channels in and out (no dilation, one group) run Winograd's
+F(2x2, 3x3) (:mod:`nnjit.kernels.conv_winograd`: 16 multiplies for 2x2 outputs instead of 36;
+the VGG-style net's 32 -> 32 and 32 -> 64 layers 1.2-2x faster than "vector" in each direction,
+docs/performance.md); they record CONV2D_WINOGRAD, the conv_winograd family's op
+(:mod:`nnjit.ops.conv_winograd`).
 Strided convolutions run im2col + BLAS GEMM, with the columns of several small images side by
 side so each product has up to 2048 columns (:func:`nnjit.kernels.conv.samples_per_product`).
 The direct loops (``algorithm="direct"`` until issue 22) were slower than im2col at every shape
@@ -32,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from nnjit.kernels import conv as kc
+from nnjit.kernels import conv_winograd as kwino
 from nnjit.ops.context import (
     CTX_GRADS,
     CTX_HYPER,
@@ -57,8 +63,11 @@ FIRST_OPCODE = 80
 _CONV2D = FIRST_OPCODE
 #: the conv_lanes family's opcode (nnjit/ops/conv_lanes.py): "lanes" layers record it
 LANES_OPCODE = 150
+#: the conv_winograd family's opcode (nnjit/ops/conv_winograd.py): "winograd" layers record it
+WINOGRAD_OPCODE = 160
 
-ALGORITHMS = {"vector": kc.ALGO_VECTOR, "im2col": kc.ALGO_IM2COL, "lanes": kc.ALGO_LANES}
+ALGORITHMS = {"vector": kc.ALGO_VECTOR, "im2col": kc.ALGO_IM2COL, "lanes": kc.ALGO_LANES,
+              "winograd": kc.ALGO_WINOGRAD}
 
 
 #: "lanes" is chosen for layers with at most this many channels in and out per group ...
@@ -66,15 +75,35 @@ LANES_CHANNELS = 16
 #: ... whose frames and output of one group of samples (per lane) fit in this many elements
 #: (LeNet's layers: 5728 and 2776; half of the L2 with 16 float32 lanes)
 LANES_ELEMENTS = 8192
+#: "winograd" is chosen for 3x3 layers with at least this many channels in and out ...
+WINOGRAD_CHANNELS = 16
+#: ... whose scratch stays within this many elements (the VGG-style net's conv2: 1.78M, 7 MB of
+#: float32; the weight gradient's lane sums grow with in x out channels: 256 -> 256 needs 21M)
+WINOGRAD_SCRATCH = 2_000_000
+
+
+def winograd_refusal(kernel, stride, dilation, groups) -> str | None:
+    """Why the "winograd" algorithm cannot run a layer of this geometry (None: it can)."""
+    reasons = []
+    if tuple(kernel) != (3, 3):
+        reasons.append(f"kernel_size {tuple(kernel)}")
+    if tuple(stride) != (1, 1):
+        reasons.append(f"stride {tuple(stride)}")
+    if tuple(dilation) != (1, 1):
+        reasons.append(f"dilation {tuple(dilation)}")
+    if groups != 1:
+        reasons.append(f"groups {groups}")
+    return ", ".join(reasons) or None
 
 
 def choose_algorithm(cg: int, kh: int, kw: int, og: int, stride=(1, 1), out_size=None,
-                     dilation=(1, 1)) -> str:
+                     dilation=(1, 1), groups: int = 1) -> str:
     """The algorithm for a convolution with ``cg`` input and ``og`` output channels per group, a
     ``kh x kw`` kernel, ``stride`` and an ``out_size`` (OH, OW) output: "lanes" at stride 1
     for few channels and small images (both within LANES_CHANNELS and LANES_ELEMENTS; the
-    output size must be given), "vector" at any other stride 1, "im2col" otherwise (module
-    doc)."""
+    output size must be given), "winograd" for 3x3 kernels at stride 1 (no dilation, one
+    group) with WINOGRAD_CHANNELS or more in and out and a scratch within WINOGRAD_SCRATCH,
+    "vector" at any other stride 1, "im2col" otherwise (module doc)."""
     if tuple(stride) != (1, 1):
         return "im2col"
     if out_size is not None and max(cg, og) <= LANES_CHANNELS:
@@ -82,6 +111,10 @@ def choose_algorithm(cg: int, kh: int, kw: int, og: int, stride=(1, 1), out_size
         frame = (oh + (kh - 1) * dilation[0]) * (ow + (kw - 1) * dilation[1])
         if cg * frame + og * oh * ow <= LANES_ELEMENTS:
             return "lanes"
+    if (out_size is not None and min(cg, og) >= WINOGRAD_CHANNELS
+            and winograd_refusal((kh, kw), stride, dilation, groups) is None):
+        if kwino.scratch_elements(cg, og, *out_size) <= WINOGRAD_SCRATCH:
+            return "winograd"
     return "vector"
 
 
@@ -144,8 +177,9 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algo
     ``bias`` (O,), as ``torch.nn.functional.conv2d``; the output's shape is (batch, O, OH, OW).
 
     ``weight`` and ``bias`` are Tensors (a 4-D ``weight.view(-1, C // groups, KH, KW)``) or
-    :class:`nnjit.nn.Parameter` s. ``algorithm``: "vector" (stride 1), "im2col" or None (chosen
-    per shape, :func:`choose_algorithm`)."""
+    :class:`nnjit.nn.Parameter` s. ``algorithm``: "vector" or "lanes" (stride 1), "winograd"
+    (3x3, stride 1, no dilation, one group), "im2col" or None (chosen per shape,
+    :func:`choose_algorithm`)."""
     tape = x.tape
     where = tape.current_owner or "conv2d"
     w, w_shape = _as_tensor(tape, weight, "weight", where)
@@ -192,19 +226,23 @@ def record_conv2d(x, w, b, out_channels: int, group_channels: int, kernel, strid
     og = out_channels // groups
     if algorithm is None:
         algorithm = choose_algorithm(group_channels, kernel[0], kernel[1], og, stride, (oh, ow),
-                                     dilation)
+                                     dilation, groups)
     if algorithm not in ALGORITHMS:
         raise ValueError(f"{where}: algorithm must be one of {', '.join(ALGORITHMS)} or None, "
                          f"got {algorithm!r}")
     if algorithm in ("vector", "lanes") and stride != (1, 1):
         raise ValueError(f"{where}: algorithm {algorithm!r} runs stride 1 only, got stride "
                          f"{stride}; use 'im2col' or None")
+    if algorithm == "winograd" and (why := winograd_refusal(kernel, stride, dilation, groups)):
+        raise ValueError(f"{where}: algorithm 'winograd' runs 3x3 kernels at stride 1 without "
+                         f"dilation in one group only, got {why}; use 'vector', 'im2col' or "
+                         f"None")
     algo = ALGORITHMS[algorithm]
     block = (c, h, wd, out_channels, *kernel, *stride, pt, pl, *dilation, groups, oh, ow, algo,
              kc.samples_for(group_channels, *kernel, oh, ow, og, *dilation, algo))
     scratch = kc.scratch_elements(group_channels, kernel[0], kernel[1], oh, ow, og, *stride,
                                   *dilation, algo)
-    opcode = LANES_OPCODE if algo == kc.ALGO_LANES else _CONV2D
+    opcode = {kc.ALGO_LANES: LANES_OPCODE, kc.ALGO_WINOGRAD: WINOGRAD_OPCODE}.get(algo, _CONV2D)
     return x.tape.record(opcode, [x, w, b], x.rows, out_channels * oh * ow, block=block,
                          aux=(scratch,), out_dims=(out_channels, oh, ow))
 
@@ -234,18 +272,21 @@ def _reference(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, algorith
     return out
 
 
-def _sample_geometry(draw, dims, lanes: bool = False) -> OpGeometry:
+def _sample_geometry(draw, dims, lanes: bool = False, winograd: bool = False) -> OpGeometry:
     """A consistent small case: groups, channels, kernel, stride, padding (ints, pairs, "same",
     "valid"), dilation, image size, algorithm ("im2col" or "vector"; ``lanes``: "lanes" at
-    stride 1, the conv_lanes family's op); B stays the signature's draw."""
+    stride 1, the conv_lanes family's op; ``winograd``: "winograd", 3x3 at stride 1 without
+    dilation in one group, the conv_winograd family's op); B stays the signature's draw."""
     groups, cg, og = draw(1, 2), draw(1, 2), draw(1, 2)
     kernel = (draw(1, 3), draw(1, 3))
     dilation = (draw(1, 2), draw(1, 2))
+    if winograd:
+        groups, kernel, dilation = 1, (3, 3), (1, 1)
     kind = draw(0, 3)
     if kind == 2:
         padding, stride = "same", (1, 1)
     else:
-        stride = (1, 1) if lanes else (draw(1, 2), draw(1, 2))
+        stride = (1, 1) if lanes or winograd else (draw(1, 2), draw(1, 2))
         padding = ((draw(0, 2), draw(0, 2)) if kind == 1 else "valid" if kind == 3
                    else draw(0, 2))
     pt, pb, pl, pr = padding_of(padding, kernel, dilation, stride, "geometry")
@@ -254,8 +295,8 @@ def _sample_geometry(draw, dims, lanes: bool = False) -> OpGeometry:
     oh = output_size(h, kernel[0], stride[0], pt, pb, dilation[0])
     ow = output_size(w, kernel[1], stride[1], pl, pr, dilation[1])
     c, o = groups * cg, groups * og
-    algorithms = ("lanes",) if lanes else ("im2col", "vector") if stride == (1, 1) else (
-        "im2col",)
+    algorithms = (("lanes",) if lanes else ("winograd",) if winograd
+                  else ("im2col", "vector") if stride == (1, 1) else ("im2col",))
     hyper = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups,
              "algorithm": algorithms[draw(0, len(algorithms) - 1)]}
     return OpGeometry(

@@ -1,7 +1,7 @@
 """The op registry's view by opcode: the ``Opcode`` enum and ``SPECS``, built from the built-in
 op families (``nnjit/ops/``: ``dense``, ``elementwise``, ``activations``, ``dropout``, ``losses``,
 ``python_op``, ``graph``, ``conv``, ``pooling``, ``normalization``, ``embedding``, ``joining``,
-``recurrent``, ``sparse``).
+``recurrent``, ``sparse``, ``conv_lanes``, ``conv_winograd``).
 
 Each op lives in one place: its family module holds its :class:`~nnjit.ops.OpSpec` (name,
 signature, reference, recorder, gradient inputs, aux meanings), its kernels (or imports them
@@ -27,7 +27,7 @@ from nnjit.graph.graph_data import (
 )
 from nnjit.ops import activations, dense, dropout, elementwise, graph, losses, python_op
 from nnjit.ops import conv, conv_lanes, embedding, joining, normalization, pooling, recurrent
-from nnjit.ops import sparse
+from nnjit.ops import conv_winograd, sparse
 from nnjit.ops.spec import OpSpec
 from nnjit.tape import tape as _tape
 from nnjit.tape.records import (
@@ -55,7 +55,8 @@ __all__ = [
 
 BUILTIN_FAMILIES = tuple(m.FAMILY for m in (dense, elementwise, activations, dropout, losses,
                                             python_op, graph, conv, pooling, normalization,
-                                            embedding, joining, recurrent, sparse, conv_lanes))
+                                            embedding, joining, recurrent, sparse, conv_lanes,
+                                            conv_winograd))
 
 Opcode = IntEnum("Opcode", [(spec.name, op) for family in BUILTIN_FAMILIES
                             for op, spec in zip(family.block, family.specs)],

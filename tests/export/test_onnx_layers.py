@@ -109,6 +109,8 @@ LAYERS = {
                                       (2, 5, 6)),
     "conv_depthwise_strided": (lambda: nn.Conv2d(3, 3, 3, stride=2, padding=1, groups=3),
                                (3, 8, 7)),
+    # (16 -> 17 channels, 3x3, stride 1: the recorder runs it by Winograd, CONV2D_WINOGRAD)
+    "conv_winograd_odd_size": (lambda: nn.Conv2d(16, 17, 3, padding=1), (16, 7, 6)),
     "max_pool": (lambda: nn.MaxPool2d(2), (2, 6, 6)),
     "max_pool_ceil_padding": (lambda: nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True),
                               (2, 8, 7)),
