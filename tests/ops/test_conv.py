@@ -54,6 +54,23 @@ def _torch_gradients(x, w, b, hyper, target):
     return y.detach().numpy().reshape(len(x), -1), grads
 
 
+def check_against_torch(x, w, b, hyper, rng):
+    """nnjit's conv2d of ``hyper`` (float64) equals PyTorch's: its output, and the input, weight
+    and bias gradients of an MSE loss against a random target drawn from ``rng``."""
+    model = FunctionalConv(x, w, b, **hyper)
+    trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
+    dummy = np.zeros((len(x), 1))
+    out = trainer.predict_outputs(dummy)
+    target = rng.normal(size=out.shape)
+    expected, expected_grads = _torch_gradients(x, w, b, hyper, target)
+    np.testing.assert_allclose(out, expected, **F64)
+    grads = trainer.gradients(dummy, target)
+    assert set(grads) == set(expected_grads)
+    for name, g in grads.items():
+        np.testing.assert_allclose(np.reshape(g, expected_grads[name].shape),
+                                   expected_grads[name], err_msg=name, **F64)
+
+
 @pytest.mark.filterwarnings("ignore:Using padding='same'")  # (torch's, about its own speed)
 @settings(max_examples=15, deadline=None)
 @given(data=st.data())
@@ -66,18 +83,7 @@ def test_functional_conv2d_forward_and_gradients_equal_torchs(data):
     x = rng.normal(size=(batch, d["C"], d["H"], d["W"]))
     w = rng.normal(size=(d["O"], d["J"], d["R"], d["S"]))
     b = rng.normal(size=d["O"]) if draw(0, 1) else None
-    model = FunctionalConv(x, w, b, **geometry.hyper)
-    trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
-    dummy = np.zeros((batch, 1))
-    out = trainer.predict_outputs(dummy)
-    target = rng.normal(size=out.shape)
-    expected, expected_grads = _torch_gradients(x, w, b, geometry.hyper, target)
-    np.testing.assert_allclose(out, expected, **F64)
-    grads = trainer.gradients(dummy, target)
-    assert set(grads) == set(expected_grads)
-    for name, g in grads.items():
-        np.testing.assert_allclose(np.reshape(g, expected_grads[name].shape),
-                                   expected_grads[name], err_msg=name, **F64)
+    check_against_torch(x, w, b, geometry.hyper, rng)
 
 
 def test_a_large_image_runs_one_sample_at_a_time_and_equals_torchs():

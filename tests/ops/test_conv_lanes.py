@@ -16,25 +16,10 @@ from nnjit.nn import Conv2d
 from nnjit.ops.conv import choose_algorithm
 from nnjit.ops.conv_lanes import SPECS
 from tests.ops.op_checker import hypothesis_draw
-from tests.ops.test_conv import F64, FunctionalConv, Image, _torch_gradients
+from tests.ops.test_conv import F64, FunctionalConv, Image, check_against_torch
 
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
-
-
-def _check(x, w, b, hyper, rng):
-    model = FunctionalConv(x, w, b, **hyper)
-    trainer = nn.Trainer(model, nn.SGD(lr=0.1), nn.MSELoss(), dtype=np.float64, seed=0)
-    dummy = np.zeros((len(x), 1))
-    out = trainer.predict_outputs(dummy)
-    target = rng.normal(size=out.shape)
-    expected, expected_grads = _torch_gradients(x, w, b, hyper, target)
-    np.testing.assert_allclose(out, expected, **F64)
-    grads = trainer.gradients(dummy, target)
-    assert set(grads) == set(expected_grads)
-    for name, g in grads.items():
-        np.testing.assert_allclose(np.reshape(g, expected_grads[name].shape),
-                                   expected_grads[name], err_msg=name, **F64)
 
 
 @pytest.mark.filterwarnings("ignore:Using padding='same'")  # (torch's, about its own speed)
@@ -49,7 +34,7 @@ def test_lanes_conv2d_forward_and_gradients_equal_torchs(data):
     w = rng.normal(size=(d["O"], d["J"], d["R"], d["S"]))
     b = rng.normal(size=d["O"]) if draw(0, 1) else None
     assert geometry.hyper["algorithm"] == "lanes"
-    _check(x, w, b, geometry.hyper, rng)
+    check_against_torch(x, w, b, geometry.hyper, rng)
 
 
 @pytest.mark.parametrize("c, o, size, padding", [(1, 6, 28, 2), (6, 16, 14, 0)])
